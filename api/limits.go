@@ -498,9 +498,9 @@ func (e *GangGroupError) Unwrap() error { return e.Err }
 
 // ValidateGangGroups checks the job groups a request declares gangs
 // against its jobs: a gang group's jobs (those naming it or a group
-// below it) are 2 to MaxGangSize jobs with consecutive IDs, of one size
-// and placement (cpu, memory, GPUs, regions, clusters, pool, worker
-// labels), none a gang of its own, none with oom_retry, max_spot_attempts
+// below it) are 2 to MaxGangSize jobs with consecutive IDs, of one
+// placement (regions, clusters, pool, worker labels, GPUs of one type;
+// their sizes may differ, a launcher beside its ranks), none a gang of its own, none with oom_retry, max_spot_attempts
 // or machine_type (each would start a member apart), none waiting for
 // another member; no gang group is inside another. The error is a
 // *GangGroupError; with none, it returns each gang group's members, by
@@ -526,8 +526,12 @@ func ValidateGangGroups(groups []JobGroupSpec, specs []JobSpec) (map[string]Gang
 		}
 		first := &specs[members[0]]
 		next := first.JobID
+		gpus := first // the first member with GPUs
 		for _, i := range members {
 			js := &specs[i]
+			if gpus.GPUs == 0 && js.GPUs > 0 {
+				gpus = js
+			}
 			switch {
 			case js.JobID != next:
 				return nil, fail("its jobs have consecutive IDs, and job %d follows job %d", js.JobID, next-1)
@@ -540,7 +544,9 @@ func ValidateGangGroups(groups []JobGroupSpec, specs []JobSpec) (map[string]Gang
 			case js.MachineType != "":
 				return nil, fail("job %d takes machine_type: a gang's members start together on the workers of one cluster", js.JobID)
 			case !samePlace(js, first):
-				return nil, fail("its jobs ask for one size (cpu, memory, GPUs) and place (regions, clusters, pool, worker labels); job %d asks for another than job %d", js.JobID, first.JobID)
+				return nil, fail("its jobs ask for one place (regions, clusters, pool, worker labels); job %d asks for another than job %d", js.JobID, first.JobID)
+			case js.GPUs > 0 && js.GPUType != gpus.GPUType:
+				return nil, fail("its jobs' GPUs are of one type; job %d asks for %q, job %d for %q", js.JobID, js.GPUType, gpus.JobID, gpus.GPUType)
 			}
 			last := first.JobID + n - 1
 			for _, p := range js.ParentIDs {
@@ -559,26 +565,11 @@ func ValidateGangGroups(groups []JobGroupSpec, specs []JobSpec) (map[string]Gang
 	return byGang, nil
 }
 
-// samePlace reports whether two jobs ask for the same size and place
-// (their defaults applied: a core, a GiB per core).
+// samePlace reports whether two jobs ask for the same place (their sizes
+// and GPUs aside).
 func samePlace(a, b *JobSpec) bool {
-	eff := func(js *JobSpec) (int64, int64) {
-		cpu := js.CPU
-		if cpu == 0 {
-			cpu = 1
-		}
-		milli := int64(math.Round(cpu * 1000))
-		mem := js.Memory
-		if mem == 0 {
-			mem = milli * (1 << 30) / 1000
-		}
-		return milli, mem
-	}
-	ac, am := eff(a)
-	bc, bm := eff(b)
 	set := func(xs []string) []string { return slices.Compact(slices.Sorted(slices.Values(xs))) }
-	return ac == bc && am == bm && a.GPUs == b.GPUs && (a.GPUs == 0 || a.GPUType == b.GPUType) && a.Pool == b.Pool &&
-		slices.Equal(set(a.Regions), set(b.Regions)) && slices.Equal(set(a.Clusters), set(b.Clusters)) && maps.Equal(a.WorkerLabels, b.WorkerLabels)
+	return a.Pool == b.Pool && slices.Equal(set(a.Regions), set(b.Regions)) && slices.Equal(set(a.Clusters), set(b.Clusters)) && maps.Equal(a.WorkerLabels, b.WorkerLabels)
 }
 
 // GangMembers are the jobs of a job group declared a gang (those in it or

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"cmp"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -15,8 +16,9 @@ import (
 // does. The packer looks for room for all of them before it takes any:
 // in each cluster the run may use, in the order its queue's strategy
 // ranks them, it walks the instances from the smallest that fits one
-// member up (best fit, as for any run) and counts how many members each
-// can take, until they add up to the gang.
+// member up (best fit, as for any run) and packs on each as many members
+// as it takes, of the largest size first (a job group's gang may hold
+// members of several sizes), until the whole gang is placed.
 
 // maxGangVisits bounds the instances one round looks at for gangs, so a
 // round with thousands of gangs that fit nowhere stays bounded (a plain
@@ -24,21 +26,97 @@ import (
 // after it wait for the next round.
 const maxGangVisits = 1 << 18
 
-// gangTake is a part of a gang placed on one instance.
+// gangTake is members of a gang placed on one instance: n of its part
+// part (gangPart).
 type gangTake struct {
-	s slot
-	n int64
+	s    slot
+	n    int64
+	part int
+}
+
+// gangPart is the members of a gang of one size (and constraint): a job
+// group's gang may hold a launcher beside its ranks, a parameter server
+// beside its workers.
+type gangPart struct {
+	r    *Run  // the first of its runs
+	n    int64 // members
+	runs []int // its runs' indexes in the gang's unit, in order
+}
+
+// gangParts splits a gang's runs by size, the largest first (by cores,
+// then memory, then GPUs): packed in that order, the members that need
+// the most room take it before smaller ones fill it.
+func gangParts(unit []Run) []gangPart {
+	var parts []gangPart
+	for i := range unit {
+		r := &unit[i]
+		j := slices.IndexFunc(parts, func(pt gangPart) bool {
+			return pt.r.CPUMilli == r.CPUMilli && pt.r.Memory == r.Memory && pt.r.GPUs == r.GPUs && pt.r.Constraint == r.Constraint
+		})
+		if j < 0 {
+			parts = append(parts, gangPart{r: r})
+			j = len(parts) - 1
+		}
+		parts[j].n += int64(r.Count)
+		parts[j].runs = append(parts[j].runs, i)
+	}
+	slices.SortStableFunc(parts, func(a, b gangPart) int {
+		if c := cmp.Compare(b.r.CPUMilli, a.r.CPUMilli); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.r.Memory, a.r.Memory); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.r.GPUs, a.r.GPUs)
+	})
+	return parts
+}
+
+// gangShape is one run as large as every member of a gang in each of
+// cores, memory and GPUs: room for n of it holds the gang however its
+// members are packed. Holds, preemption and the autoscaler count a gang
+// of several sizes so (more than it needs, never less).
+func gangShape(unit []Run) Run {
+	env := unit[0]
+	for i := range unit[1:] {
+		r := &unit[i+1]
+		env.CPUMilli, env.Memory, env.GPUs = max(env.CPUMilli, r.CPUMilli), max(env.Memory, r.Memory), max(env.GPUs, r.GPUs)
+	}
+	return env
+}
+
+// gangCores is the millicores of all a gang's members.
+func gangCores(unit []Run) int64 {
+	var c int64
+	for i := range unit {
+		c += int64(unit[i].Count) * unit[i].CPUMilli
+	}
+	return c
+}
+
+// partsKey names a gang of several parts for gangFailed ("" for one).
+func partsKey(parts []gangPart) string {
+	if len(parts) < 2 {
+		return ""
+	}
+	var b strings.Builder
+	for _, pt := range parts {
+		fmt.Fprintf(&b, "%d/%d/%d/%d*%d;", pt.r.CPUMilli, pt.r.Memory, pt.r.GPUs, pt.r.Constraint, pt.n)
+	}
+	return b.String()
 }
 
 // gangFailure is a gang that fit nowhere this round: a gang at least as
 // large, of members at least as large, under the same constraint and
-// uniformity, fits nowhere either (free room only shrinks in a round).
+// uniformity, fits nowhere either (free room only shrinks in a round). A
+// gang of several parts is matched only by the same parts.
 type gangFailure struct {
 	constraint  int32
 	uniform     string
 	cpu, mem    int64
 	gpus        int64
 	n           int64
+	parts       string
 	why         Explanation
 	leftToLarge bool // an idle machine was left to larger jobs: not reused
 }
@@ -62,31 +140,80 @@ func members(unit []Run) int64 {
 	return n
 }
 
-// fitGang finds room for n members of run r's gang at once, or says why
-// there is none.
-func (p *packer) fitGang(r *Run, n int64) ([]gangTake, Explanation, bool) {
+// gangQuota is how many of a gang's members its queues' limits admit,
+// part after part, each charged as if placed while the next is counted;
+// when not all, the limit that refused the rest and the index of its
+// queue (ok false).
+func (p *packer) gangQuota(parts []gangPart) (got int64, why placement.Reason, queue int32, ok bool) {
+	leaf := p.leaf(parts[0].r)
+	path := func(y func(*placement.Quota) bool) { p.walkUp(leaf, y) }
+	ok = true
+	done := 0
+	for _, pt := range parts {
+		m, _, _ := p.quotaRoom(pt.r, pt.n)
+		got += m
+		if m < pt.n {
+			// Said while the parts before it are charged.
+			var depth int
+			why, depth = placement.PathRefuses(path, p.size(pt.r), pt.n)
+			queue, ok = leaf, false
+			for ; depth > 0; depth-- {
+				queue = p.up[queue]
+			}
+			break
+		}
+		placement.PathCharge(path, p.size(pt.r), pt.n)
+		done++
+	}
+	for _, pt := range parts[:done] {
+		placement.PathCharge(path, p.size(pt.r), -pt.n)
+	}
+	return got, why, queue, ok
+}
+
+// packOn takes what it can of a gang's members left (by part) on one
+// instance with free room cpu, mem and gpus, the largest part first;
+// fits says whether a part may use the instance at all.
+func packOn(s slot, parts []gangPart, left []int64, cpu, mem, gpus int64, fits func(pt *gangPart, cpu, mem, gpus int64) bool, takes []gangTake) []gangTake {
+	for i := range parts {
+		pt := &parts[i]
+		if left[i] == 0 || (fits != nil && !fits(pt, cpu, mem, gpus)) {
+			continue
+		}
+		m := min(membersIn(pt.r, cpu, mem, gpus), left[i])
+		if m <= 0 {
+			continue
+		}
+		takes = append(takes, gangTake{s, m, i})
+		left[i] -= m
+		cpu, mem, gpus = cpu-m*pt.r.CPUMilli, mem-m*pt.r.Memory, gpus-m*pt.r.GPUs
+	}
+	return takes
+}
+
+// fitGang finds room for all the members of a gang (its runs in unit,
+// split into parts) at once, or says why there is none.
+func (p *packer) fitGang(unit []Run, parts []gangPart) ([]gangTake, Explanation, bool) {
+	r := &unit[0]
+	n := members(unit)
 	if r.Project > 0 && int(r.Project) <= len(p.spent) && p.spent[r.Project-1] {
 		return nil, Explanation{Instances: len(p.insts), Quota: ReasonSpendLimit, Project: p.in.Projects[r.Project-1].Name}, false
 	}
 	quota, strategy := p.rankBy(r)
 	if quota != nil {
-		if got, _, _ := p.quotaRoom(r, n); got < n {
+		if got, why, i, ok := p.gangQuota(parts); !ok {
 			// The limit that admits fewer than the gang, and whose.
-			i := p.leaf(r)
-			why, depth := placement.PathRefuses(func(y func(*placement.Quota) bool) { p.walkUp(i, y) }, p.size(r), n)
-			for ; depth > 0; depth-- {
-				i = p.up[i]
-			}
 			return nil, Explanation{Instances: len(p.insts), Quota: placementReason(why), Queue: p.queues[i].Name, Gang: n, GangRoom: got}, false
 		}
 	}
+	key := partsKey(parts)
 	for _, f := range p.gangFailed {
-		if f.constraint != r.Constraint || f.uniform != r.GangUniform || f.leftToLarge || n < f.n {
+		if f.constraint != r.Constraint || f.uniform != r.GangUniform || f.leftToLarge || n < f.n || f.parts != key {
 			continue
 		}
 		// A gang as large or larger, of members of the same size: the
 		// same room. Of larger members: no more room (not said).
-		same := r.CPUMilli == f.cpu && r.Memory == f.mem && r.GPUs == f.gpus
+		same := key != "" || (r.CPUMilli == f.cpu && r.Memory == f.mem && r.GPUs == f.gpus)
 		if same || (r.CPUMilli >= f.cpu && r.Memory >= f.mem && r.GPUs >= f.gpus) {
 			why := f.why
 			why.Gang = n
@@ -107,42 +234,44 @@ func (p *packer) fitGang(r *Run, n int64) ([]gangTake, Explanation, bool) {
 	leftToLarge := false
 	label := strings.TrimPrefix(r.GangUniform, "label:")
 	byLabel := label != r.GangUniform
-	// room walks the instances of trees ts that pass the run's filters,
-	// smallest first, calling add with each one's room for members; add
-	// says when to stop.
-	room := func(ts []int, add func(s slot, m int64) bool) {
+	smallest := r.CPUMilli
+	for _, pt := range parts {
+		smallest = min(smallest, pt.r.CPUMilli)
+	}
+	// fits says whether members of part pt may use an instance (its
+	// own filters, as a run's).
+	var idx int32
+	fits := func(pt *gangPart, cpu, mem, gpus int64) bool {
+		if mem < pt.r.Memory || !p.constraint(pt.r).HoldsGPUs(pt.r.GPUs, p.insts[idx].GPUType, gpus) {
+			return false
+		}
+		if p.leftForLarger(pt.r, idx, cpu) {
+			leftToLarge = true
+			return false
+		}
+		if len(p.filters) > 0 {
+			c := p.candidate(idx, cpu, mem)
+			if rejects(p.filters, &c, pt.r) != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	// room walks the instances of trees ts that pass the gang's
+	// filters, smallest first, calling add with each; add says when to
+	// stop.
+	room := func(ts []int, add func(s slot) bool) {
 		for _, t := range ts {
 			if !k.AllowsPool(p.trees[t].pool) {
 				continue
 			}
 			stop := false
-			p.trees[t].tree.AscendGreaterOrEqual(slot{free: r.CPUMilli}, func(s slot) bool {
+			p.trees[t].tree.AscendGreaterOrEqual(slot{free: smallest}, func(s slot) bool {
 				p.gangVisits++
-				if s.mem < r.Memory || !k.HoldsGPUs(r.GPUs, p.insts[s.idx].GPUType, p.freeGPU[s.idx]) ||
-					!k.AllowsLabels(p.insts[s.idx].Labels) || !k.AllowsSpot(p.insts[s.idx].Spot) {
+				if !k.AllowsLabels(p.insts[s.idx].Labels) || !k.AllowsSpot(p.insts[s.idx].Spot) {
 					return true
 				}
-				if p.leftForLarger(r, s.idx, s.free) {
-					leftToLarge = true
-					return true
-				}
-				if len(p.filters) > 0 {
-					c := p.candidate(s.idx, s.free, s.mem)
-					if rejects(p.filters, &c, r) != 0 {
-						return true
-					}
-				}
-				m := s.free / max(r.CPUMilli, 1)
-				if r.Memory > 0 {
-					m = min(m, s.mem/r.Memory)
-				}
-				if r.GPUs > 0 {
-					m = min(m, p.freeGPU[s.idx]/r.GPUs)
-				}
-				if m <= 0 {
-					return true
-				}
-				stop = add(s, m)
+				stop = add(s)
 				return !stop
 			})
 			if stop {
@@ -150,49 +279,73 @@ func (p *packer) fitGang(r *Run, n int64) ([]gangTake, Explanation, bool) {
 			}
 		}
 	}
+	// pack places what it can of left on s, and says whether all the
+	// gang is placed.
+	pack := func(s slot, left []int64, takes *[]gangTake) bool {
+		idx = s.idx
+		*takes = packOn(s, parts, left, s.free, s.mem, p.freeGPU[s.idx], fits, *takes)
+		return !slices.ContainsFunc(left, func(m int64) bool { return m > 0 })
+	}
+	placedOf := func(left []int64) int64 {
+		got := n
+		for _, m := range left {
+			got -= m
+		}
+		return got
+	}
+	newLeft := func() []int64 {
+		left := make([]int64, len(parts))
+		for i, pt := range parts {
+			left[i] = pt.n
+		}
+		return left
+	}
 	order := p.ranker.Order(strategy, allowed, quota, nil)
 	for _, c := range order {
 		for _, ts := range p.gangSets(r, c) {
 			if !byLabel {
 				var takes []gangTake
-				var got int64
-				room(ts, func(s slot, m int64) bool {
-					m = min(m, n-got)
-					takes = append(takes, gangTake{s, m})
-					got += m
-					return got >= n
+				left := newLeft()
+				done := false
+				room(ts, func(s slot) bool {
+					done = pack(s, left, &takes)
+					return done
 				})
-				if got >= n {
+				if done {
 					return takes, Explanation{}, true
 				}
-				most = max(most, got)
+				most = max(most, placedOf(left))
 				continue
 			}
 			// One value of the label: members counted per value, in
 			// the order values are met.
 			takes := map[string][]gangTake{}
-			got := map[string]int64{}
+			lefts := map[string][]int64{}
 			var done string
 			found := false
-			room(ts, func(s slot, m int64) bool {
+			room(ts, func(s slot) bool {
 				v, ok := p.insts[s.idx].Labels[label]
 				if !ok {
 					return false
 				}
-				m = min(m, n-got[v])
-				takes[v] = append(takes[v], gangTake{s, m})
-				got[v] += m
-				if got[v] >= n {
-					done, found = v, true
-					return true
+				left := lefts[v]
+				if left == nil {
+					left = newLeft()
+					lefts[v] = left
 				}
-				return false
+				t := takes[v]
+				all := pack(s, left, &t)
+				takes[v] = t
+				if all {
+					done, found = v, true
+				}
+				return all
 			})
 			if found {
 				return takes[done], Explanation{}, true
 			}
-			for _, g := range got {
-				most = max(most, g)
+			for _, left := range lefts {
+				most = max(most, placedOf(left))
 			}
 		}
 	}
@@ -204,7 +357,7 @@ func (p *packer) fitGang(r *Run, n int64) ([]gangTake, Explanation, bool) {
 	}
 	p.nFailed++
 	why.Quota, why.Gang, why.GangRoom = ReasonGang, n, most
-	p.gangFailed = append(p.gangFailed, gangFailure{constraint: r.Constraint, uniform: r.GangUniform, cpu: r.CPUMilli, mem: r.Memory, gpus: r.GPUs, n: n, why: why, leftToLarge: leftToLarge})
+	p.gangFailed = append(p.gangFailed, gangFailure{constraint: r.Constraint, uniform: r.GangUniform, cpu: r.CPUMilli, mem: r.Memory, gpus: r.GPUs, n: n, parts: key, why: why, leftToLarge: leftToLarge})
 	return nil, why, false
 }
 
@@ -233,38 +386,44 @@ type unplacedState struct {
 func (p *packer) placeGang(unit []Run, out *Output, ui int, st *unplacedState, limit int, kept *keeps, placed func(int64)) {
 	r := &unit[0]
 	n := members(unit)
+	parts := gangParts(unit)
 	// The room held for it is its own now (and held again if it still
 	// cannot start).
 	h := p.holds[gangKey{r.Batch, r.Gang}]
 	if h != nil && h.on {
-		p.hold(h, r, -1)
+		p.hold(h, -1)
 	}
 	takes, why, ok := []gangTake(nil), Explanation{}, out.Jobs+int(n) <= limit
 	if ok {
-		takes, why, ok = p.fitGang(r, n)
+		takes, why, ok = p.fitGang(unit, parts)
 		if !ok && h != nil && why.Quota == ReasonGang {
 			// The workers held for it, which fitGang may pass over (an
 			// idle one left to larger jobs); not past a limit that
 			// refused it (its queue's quota, its project's spend).
-			if held, _ := p.heldTakes(h, r, n); held != nil {
+			if held, _ := p.heldTakes(h, parts); held != nil {
 				takes, why, ok = held, Explanation{}, true
 			}
 		}
 	}
 	keptBack := false
-	if ok && kept != nil && kept.room(p, r, n) < n {
-		// What is left is kept for idle guarantees.
-		ok, why, keptBack = false, Explanation{Instances: len(p.insts), Quota: ReasonGang, Gang: n, GangRoom: -1}, true
+	if ok && kept != nil {
+		// What is left is kept for idle guarantees: the gang's cores
+		// as one run's.
+		all := *r
+		all.CPUMilli = gangCores(unit)
+		if kept.room(p, &all, 1) < 1 {
+			ok, why, keptBack = false, Explanation{Instances: len(p.insts), Quota: ReasonGang, Gang: n, GangRoom: -1}, true
+		}
 	}
 	if !ok && h != nil && why.Quota == ReasonGang && !keptBack {
 		// Held again only while room is what it waits for: a gang a
 		// guarantee kept back, or a limit refuses, holds nothing.
-		p.hold(h, r, 1)
-		_, room := p.heldTakes(h, r, n)
+		p.hold(h, 1)
+		_, room := p.heldTakes(h, parts)
 		why.Held, why.HeldRoom = len(h.takes), room
 	}
 	if !ok {
-		*st.unfit += n * r.CPUMilli
+		*st.unfit += gangCores(unit)
 		st.res.NotPlaced += int(n)
 		if out.Jobs+int(n) > limit {
 			return // the round's bound, not the gang's: it waits for the next round
@@ -280,26 +439,30 @@ func (p *packer) placeGang(unit []Run, out *Output, ui int, st *unplacedState, l
 		}
 		return
 	}
-	// Each run's members go to the instances found, in order.
-	i, done := 0, uint32(0)
+	// Each part's members go to the instances found for it, its runs in
+	// order.
+	type cursor struct {
+		run  int
+		done uint32
+	}
+	at := make([]cursor, len(parts))
 	for _, t := range takes {
-		s := t.s
+		pt, c := &parts[t.part], &at[t.part]
 		for m := t.n; m > 0; {
-			run := &unit[i]
-			k := min(m, int64(run.Count-done))
+			run := &unit[pt.runs[c.run]]
+			k := min(m, int64(run.Count-c.done))
+			s := p.slots[t.s.idx]
 			p.take(s, k, run)
 			if kept != nil {
 				kept.took(p, run, k)
 			}
-			s.free -= k * run.CPUMilli
-			s.mem -= k * run.Memory
-			out.Placements = append(out.Placements, Placement{Batch: run.Batch, First: run.First + done, Count: uint32(k), Attempt: run.Attempt, Instance: s.id})
+			out.Placements = append(out.Placements, Placement{Batch: run.Batch, First: run.First + c.done, Count: uint32(k), Attempt: run.Attempt, Instance: s.id})
 			out.Jobs += int(k)
 			st.res.Placed += k * run.CPUMilli
 			placed(k * run.CPUMilli)
 			m -= k
-			if done += uint32(k); done == run.Count {
-				i, done = i+1, 0
+			if c.done += uint32(k); c.done == run.Count {
+				c.run, c.done = c.run+1, 0
 			}
 		}
 	}
@@ -471,10 +634,11 @@ func (p *packer) reachGang(unit []Run) {
 	if len(p.holds) >= maxGangHolds {
 		return
 	}
-	if h := p.chooseHold(&unit[0], members(unit), p.byTree); h != nil {
-		h.run, h.members = unit[0], members(unit)
+	shape := gangShape(unit)
+	if h := p.chooseHold(&shape, members(unit), p.byTree); h != nil {
+		h.run, h.members = shape, members(unit)
 		p.holds[key] = h
-		p.hold(h, &unit[0], 1)
+		p.hold(h, 1)
 	}
 }
 
@@ -563,7 +727,7 @@ func (p *packer) pickHold(r *Run, n int64, byTree [][]int32) *gangHold {
 		var got, ready int64
 		for _, c := range cs {
 			m := min(c.cap, n-got)
-			takes = append(takes, gangTake{slot{idx: c.idx}, m})
+			takes = append(takes, gangTake{slot{idx: c.idx}, m, 0})
 			got += m
 			ready += min(c.free, m)
 			if got >= n {
@@ -636,9 +800,9 @@ func (p *packer) pickHold(r *Run, n int64, byTree [][]int32) *gangHold {
 	return &gangHold{takes: best}
 }
 
-// hold holds the room of h for run r's members (sign 1), or gives it back
-// (-1).
-func (p *packer) hold(h *gangHold, r *Run, sign int64) {
+// hold holds the room of h (sign 1), or gives it back (-1).
+func (p *packer) hold(h *gangHold, sign int64) {
+	r := &h.run
 	h.on = sign > 0
 	for _, t := range h.takes {
 		idx := t.s.idx
@@ -666,22 +830,29 @@ func (p *packer) hold(h *gangHold, r *Run, sign int64) {
 	p.cands = nil
 }
 
-// heldTakes places n members of run r's gang on the workers held for it
-// (its hold given back first), or says how many they have room for.
-func (p *packer) heldTakes(h *gangHold, r *Run, n int64) ([]gangTake, int64) {
+// heldTakes places the members of a gang (its parts) on the workers held
+// for it (its hold given back first), or says how many they have room
+// for.
+func (p *packer) heldTakes(h *gangHold, parts []gangPart) ([]gangTake, int64) {
 	var takes []gangTake
-	var got int64
+	left := make([]int64, len(parts))
+	var n int64
+	for i, pt := range parts {
+		left[i] = pt.n
+		n += pt.n
+	}
+	r := &h.run
 	for _, t := range h.takes {
 		s, gpus := p.slots[t.s.idx], p.freeGPU[t.s.idx]
 		if h.on {
 			// Counted with its own hold (what it may start in), for why.
 			s.free, s.mem, gpus = s.free+t.n*r.CPUMilli, s.mem+t.n*r.Memory, gpus+t.n*r.GPUs
 		}
-		m := min(membersIn(r, s.free, s.mem, gpus), n-got)
-		if m > 0 {
-			takes = append(takes, gangTake{s, m})
-			got += m
-		}
+		takes = packOn(s, parts, left, s.free, s.mem, gpus, nil, takes)
+	}
+	got := n
+	for _, m := range left {
+		got -= m
 	}
 	if got < n {
 		return nil, got

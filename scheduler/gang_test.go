@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"github.com/drover-sched/drover/placement"
+
 	"testing"
 )
 
@@ -117,5 +119,109 @@ func TestGangWithinTheRoundsBound(t *testing.T) {
 	out := Schedule(in)
 	if out.Jobs != 0 || len(out.Unplaced) != 0 {
 		t.Fatalf("placed %d, unplaced %+v; want nothing this round", out.Jobs, out.Unplaced)
+	}
+}
+
+// TestGangOfSeveralSizes: a job group's gang holds members of several
+// sizes (a launcher beside its ranks). They are packed by their own
+// sizes, the largest first: all start when the room holds them, none
+// when it does not, and no worker gets more than it has.
+func TestGangOfSeveralSizes(t *testing.T) {
+	member := func(first, n uint32, cpu, mem int64) Run {
+		r := NewRun(1, first, n, cpu, mem)
+		r.Gang = 1
+		return r
+	}
+	for _, c := range []struct {
+		name  string
+		runs  []Run
+		fits  bool
+		total int64
+	}{
+		// A small launcher first: room counted in launchers is not
+		// room for ranks of 6 cores (three on three 8-core workers).
+		{"small launcher, large ranks", []Run{member(1, 1, Cores(2), 16*GiB), member(2, 3, Cores(6), 8*GiB)}, true, 4},
+		// A launcher of a whole worker and ranks of half of one: only
+		// packed largest first do the three workers hold them.
+		{"large launcher", []Run{member(1, 1, Cores(8), 8*GiB), member(2, 4, Cores(4), 8*GiB)}, true, 5},
+		// Memory is the launcher's limit: it fits no worker beside a
+		// rank, and three ranks take a worker each.
+		{"launcher of much memory", []Run{member(1, 1, Cores(1), 30*GiB), member(2, 3, Cores(5), 8*GiB)}, false, 4},
+		{"one core too many", []Run{member(1, 1, Cores(1), GiB), member(2, 4, Cores(6), 8*GiB)}, false, 5},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := NewInput().Instance(1, Cores(8), 32*GiB).Instance(2, Cores(8), 32*GiB).Instance(3, Cores(8), 32*GiB).Build()
+			in.Users = []User{{Name: "u", ReadyMilli: Cores(24), Runs: c.runs}}
+			out := Schedule(in)
+			size := map[uint32]Run{}
+			for _, r := range c.runs {
+				for id := r.First; id < r.First+r.Count; id++ {
+					size[id] = r
+				}
+			}
+			cpu, mem := map[uint32]int64{}, map[uint32]int64{}
+			for _, pl := range out.Placements {
+				for id := pl.First; id < pl.First+pl.Count; id++ {
+					cpu[pl.Instance] += size[id].CPUMilli
+					mem[pl.Instance] += size[id].Memory
+				}
+			}
+			for inst := range cpu {
+				if cpu[inst] > Cores(8) || mem[inst] > 32*GiB {
+					t.Errorf("worker %d got %d millicores and %d GiB, more than its 8 cores and 32 GiB: %+v", inst, cpu[inst], mem[inst]/GiB, out.Placements)
+				}
+			}
+			if !c.fits {
+				if out.Jobs != 0 {
+					t.Fatalf("placed %d members of a gang that does not fit: %+v", out.Jobs, out.Placements)
+				}
+				if len(out.Unplaced) == 0 || out.Unplaced[0].Why.Quota != ReasonGang || out.Unplaced[0].Why.Gang != c.total {
+					t.Fatalf("unplaced %+v; want the gang of %d waiting for room", out.Unplaced, c.total)
+				}
+				return
+			}
+			if int64(out.Jobs) != c.total {
+				t.Fatalf("placed %d of %d members: %+v (unplaced %+v)", out.Jobs, c.total, out.Placements, out.Unplaced)
+			}
+		})
+	}
+}
+
+// TestGangOfSeveralSizesWithinQuota: a queue's quota counts a gang of
+// several sizes by the sum of its members; the reason it waits names the
+// limit the sum passes, though each size alone is within it.
+func TestGangOfSeveralSizesWithinQuota(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		launcher  int64
+		placed    int
+		wantQuota Reason
+	}{
+		{"within", Cores(2), 5, 0},
+		{"the sum past the cpu quota", Cores(4), 0, ReasonQuotaCPU},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := twoRegions()
+			in.Queues = []Queue{
+				{Name: "root", Parent: -1, Weight: 1},
+				{Name: "root/leaf", Parent: 0, Weight: 1, Quota: placement.Quota{CPUMilli: Cores(10)}},
+			}
+			for i := range in.Queues {
+				in.Queues[i].Quota.UsedByCluster = []int64{0, 0}
+			}
+			l := NewRun(1, 1, 1, c.launcher, GiB)
+			r := NewRun(1, 2, 4, Cores(2), GiB)
+			l.Gang, r.Gang, l.Queue, r.Queue = 1, 1, 2, 2
+			in.Users = []User{{Name: "u", Queue: 2, ReadyMilli: Cores(12), Runs: []Run{l, r}}}
+			out := Schedule(in)
+			if out.Jobs != c.placed {
+				t.Fatalf("placed %d, want %d (unplaced %+v)", out.Jobs, c.placed, out.Unplaced)
+			}
+			if c.placed == 0 {
+				if len(out.Unplaced) == 0 || out.Unplaced[0].Why.Quota != c.wantQuota || out.Unplaced[0].Why.Queue != "root/leaf" {
+					t.Fatalf("why %+v, want %s of root/leaf", out.Unplaced, c.wantQuota)
+				}
+			}
+		})
 	}
 }

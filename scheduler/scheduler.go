@@ -1041,14 +1041,14 @@ func ScheduleWith(filters []Filter, in *Input) *Output {
 				if run.Gang != 0 && c.done == 0 {
 					unit := gangUnit(u.Runs, c.run)
 					p.reachGang(unit)
-					if pass < 2 && run.CPUMilli > 0 {
+					if pass < 2 && gangCores(unit) > 0 {
 						// The whole gang within the user's share (the
 						// last member may overshoot, as a run's last
 						// job) and its leaf's part: else it waits for
 						// the last pass, which keeps the guarantees
 						// queues do not lend.
-						cores := members(unit) * run.CPUMilli
-						if cores-run.CPUMilli >= share[ui]-given[ui] || (leaf >= 0 && cores > budget[leaf]-leafGiven[leaf]) {
+						cores, last := gangCores(unit), gangShape(unit).CPUMilli
+						if cores-last >= share[ui]-given[ui] || (leaf >= 0 && cores > budget[leaf]-leafGiven[leaf]) {
 							break
 						}
 					}

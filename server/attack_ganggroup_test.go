@@ -246,15 +246,15 @@ func TestAttackGangGroupAPIBoundaries(t *testing.T) {
 		jobs   []api.JobSpec
 		want   string
 	}{
-		{"gpu types differ", gang, two(func(a, b *api.JobSpec) { a.GPUs, a.GPUType, b.GPUs, b.GPUType = 1, "a100", 1, "h100" }), "one size"},
-		{"gpus and none", gang, two(func(a, b *api.JobSpec) { a.GPUs, a.GPUType = 1, "a100" }), "one size"},
-		{"labels differ", gang, two(func(a, b *api.JobSpec) { a.WorkerLabels = map[string]string{"zone": "a"} }), "one size"},
+		{"gpu types differ", gang, two(func(a, b *api.JobSpec) { a.GPUs, a.GPUType, b.GPUs, b.GPUType = 1, "a100", 1, "h100" }), "of one type"},
+		{"gpu types differ past a member without", gang, append(two(func(a, b *api.JobSpec) { a.GPUs, a.GPUType = 1, "a100" }),
+			api.JobSpec{JobID: 3, Name: "c", Command: []string{"c"}, CPU: 1, Memory: 1 << 20, JobGroup: "g", GPUs: 1, GPUType: "h100"}), "of one type"},
+		{"labels differ", gang, two(func(a, b *api.JobSpec) { a.WorkerLabels = map[string]string{"zone": "a"} }), "one place"},
 		{"label values differ", gang, two(func(a, b *api.JobSpec) {
 			a.WorkerLabels, b.WorkerLabels = map[string]string{"zone": "a"}, map[string]string{"zone": "b"}
-		}), "one size"},
-		{"pools differ", gang, two(func(a, b *api.JobSpec) { a.Pool = "p" }), "one size"},
-		{"clusters differ", gang, two(func(a, b *api.JobSpec) { a.Clusters = []string{"c1"} }), "one size"},
-		{"memory by default vs given", gang, two(func(a, b *api.JobSpec) { a.Memory = 0 }), "one size"},
+		}), "one place"},
+		{"pools differ", gang, two(func(a, b *api.JobSpec) { a.Pool = "p" }), "one place"},
+		{"clusters differ", gang, two(func(a, b *api.JobSpec) { a.Clusters = []string{"c1"} }), "one place"},
 		{"oom_retry", gang, two(func(a, b *api.JobSpec) { b.OOMRetry = &api.OOMRetry{Factor: 2, MaxMemory: 1 << 30} }), "oom_retry"},
 		{"max_spot_attempts", gang, two(func(a, b *api.JobSpec) { b.MaxSpotAttempts = 1 }), "max_spot_attempts"},
 		{"machine_type", gang, two(func(a, b *api.JobSpec) { a.MachineType = "m1"; b.MachineType = "m1" }), "machine_type"},
@@ -286,6 +286,15 @@ func TestAttackGangGroupAPIBoundaries(t *testing.T) {
 	})
 	if _, err := alice.CreateBatch(ctx, &api.CreateBatchRequest{BillingProject: "genomics", JobGroups: gang, Jobs: ok}); err != nil {
 		t.Errorf("regions of one set in two orders: %v", err)
+	}
+	// Members of several sizes, with GPUs and without.
+	for name, edit := range map[string]func(a, b *api.JobSpec){
+		"memory by default vs given": func(a, b *api.JobSpec) { a.Memory = 0 },
+		"two sizes":                  func(a, b *api.JobSpec) { a.CPU = 0.5 },
+	} {
+		if _, err := alice.CreateBatch(ctx, &api.CreateBatchRequest{BillingProject: "genomics", JobGroups: gang, Jobs: two(edit)}); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 	big := two(func(a, b *api.JobSpec) { b.Count = api.MaxGangSize - 1 })
 	big = append(big, api.JobSpec{JobID: api.MaxGangSize + 1, Name: "arr", Count: 3, Gang: true, Command: []string{"x"}, CPU: 1, Memory: 1 << 20, JobGroup: "plain"})

@@ -14,7 +14,7 @@ import (
 // launcher and an array of three ranks (two commands, one size), on two
 // 2-core workers starts whole, 2 on each; its group says it is a gang;
 // the launcher's failure stops the ranks and the gang starts again whole.
-// A gang group of two sizes, of jobs that are not consecutive, of a
+// A gang group of two places, of jobs that are not consecutive, of a
 // member waiting for another, or taking jobs in a later update, is
 // refused with an error naming it.
 func TestJobGroupGangThroughTheAPI(t *testing.T) {
@@ -36,7 +36,11 @@ func TestJobGroupGangThroughTheAPI(t *testing.T) {
 		status int
 		want   string
 	}{
-		{"two sizes", func(j []api.JobSpec) []api.JobSpec { j[1].CPU = 2; return j }, http.StatusBadRequest, "job_groups[0] (mpi): its jobs ask for one size"},
+		{"two GPU types", func(j []api.JobSpec) []api.JobSpec {
+			j[0].GPUs, j[0].GPUType, j[1].GPUs, j[1].GPUType = 1, "a100", 1, "h100"
+			return j
+		}, http.StatusBadRequest, "job_groups[0] (mpi): its jobs' GPUs are of one type"},
+		{"two pools", func(j []api.JobSpec) []api.JobSpec { j[1].Pool = "p"; return j }, http.StatusBadRequest, "job_groups[0] (mpi): its jobs ask for one place"},
 		{"a gap", func(j []api.JobSpec) []api.JobSpec { j[1].JobID = 3; return j }, http.StatusBadRequest, "consecutive IDs"},
 		{"waiting for the launcher", func(j []api.JobSpec) []api.JobSpec { j[1].ParentIDs = []int64{1}; return j }, http.StatusBadRequest, "of the same gang"},
 		{"a gang of its own", func(j []api.JobSpec) []api.JobSpec { j[1].Gang = true; return j }, http.StatusBadRequest, "a gang of its own"},
@@ -137,5 +141,50 @@ func TestJobGroupGangThroughTheAPI(t *testing.T) {
 	_, err = alice.CreateUpdate(ctx, b.ID, &api.CreateUpdateRequest{Jobs: []api.JobSpec{{JobID: 1, Name: "late", Command: []string{"true"}, CPU: 1, Memory: 1 << 20, JobGroup: "mpi"}}})
 	if !api.IsStatus(err, http.StatusConflict) || !strings.Contains(err.Error(), "job group mpi is a gang") {
 		t.Fatalf("a job added to the gang group later: %v", err)
+	}
+}
+
+// TestJobGroupGangOfTwoSizesThroughTheAPI: a launcher of two cores and
+// two ranks of one, a gang, on two 2-core workers: it starts whole, the
+// launcher alone on one worker and the ranks on the other (counted in
+// launchers, the workers hold two members; in ranks, four).
+func TestJobGroupGangOfTwoSizesThroughTheAPI(t *testing.T) {
+	tc := startServer(t, "", nil)
+	ctx := context.Background()
+	alice := tc.user("alice", "genomics")
+	w1 := newSimWorker(t, tc, "sim-s1", 2)
+	w2 := newSimWorker(t, tc, "sim-s2", 2)
+	gang := func(launcher float64, ranks int64) *api.CreateBatchRequest {
+		return &api.CreateBatchRequest{BillingProject: "genomics",
+			JobGroups: []api.JobGroupSpec{{Path: "mpi", Gang: true}, {Path: "mpi/ranks"}},
+			Jobs: []api.JobSpec{
+				{JobID: 1, Name: "launcher", Command: []string{"mpirun"}, CPU: launcher, Memory: 1 << 20, JobGroup: "mpi"},
+				{JobID: 2, Name: "ranks", Count: ranks, Command: []string{"rank"}, CPU: 1, Memory: 1 << 20, JobGroup: "mpi/ranks"},
+			}}
+	}
+	// Refused at submit: five cores of members on four, though each
+	// size alone fits.
+	if _, err := alice.CreateBatch(ctx, gang(2, 3)); !api.IsStatus(err, http.StatusBadRequest) || !strings.Contains(err.Error(), "a gang of 4 members (5 cores") {
+		t.Errorf("a launcher of 2 cores and 3 ranks of 1 on two 2-core workers: %v, want a 400", err)
+	}
+	if _, err := alice.CreateBatch(ctx, gang(2, 2)); err != nil {
+		t.Fatal(err)
+	}
+	got := map[*simWorker][]int64{}
+	for end := time.Now().Add(30 * time.Second); len(got[w1])+len(got[w2]) < 3 && time.Now().Before(end); {
+		for _, w := range []*simWorker{w1, w2} {
+			for _, a := range w.sync(200 * time.Millisecond).Assign {
+				got[w] = append(got[w], a.JobID)
+				w.known = append(w.known, a.AttemptRef)
+			}
+		}
+	}
+	if len(got[w1])+len(got[w2]) != 3 {
+		t.Fatalf("assigned %v and %v, want the 3 members", got[w1], got[w2])
+	}
+	for _, ids := range got {
+		if len(ids) == 2 && (ids[0] == 1 || ids[1] == 1) {
+			t.Fatalf("the launcher of 2 cores beside a rank on a 2-core worker: %v", got)
+		}
 	}
 }

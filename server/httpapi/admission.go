@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/billing"
+	"github.com/drover-sched/drover/internal/units"
 	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/server/state"
 )
@@ -365,27 +366,87 @@ func gangFleet(r state.Reader) []gangMachine {
 	return out
 }
 
+// gangPart is the members of one size of a gang in a request.
+type gangPart struct {
+	sp *state.Spec
+	n  int64
+}
+
+// gangsOf lists the gangs of a request's entries, each with its first
+// entry (which speaks for its gang: its uniformity, its place) and its
+// parts, one per size: a job group's gang spans specs, of sizes of their
+// own.
+func gangsOf(entries []state.JobEntry) (firsts []int, parts map[uint32][]gangPart) {
+	for i := range entries {
+		sp := entries[i].Spec
+		g := sp.Gang()
+		if g == nil || g.Lead > entries[i].First {
+			continue
+		}
+		key := entries[i].First - g.Lead
+		if parts == nil {
+			parts = map[uint32][]gangPart{}
+		}
+		if _, seen := parts[key]; !seen {
+			firsts = append(firsts, i)
+		}
+		// Specs of one size are one part.
+		ps := parts[key]
+		if j := slices.IndexFunc(ps, func(pt gangPart) bool { return pt.sp.Size() == sp.Size() }); j >= 0 {
+			ps[j].n += int64(entries[i].Count)
+		} else {
+			parts[key] = append(ps, gangPart{sp, int64(entries[i].Count)})
+		}
+	}
+	return firsts, parts
+}
+
+// gangSize is what a gang's members take together.
+func gangSize(parts []gangPart) (placement.Size, int64) {
+	var all placement.Size
+	var n int64
+	for _, pt := range parts {
+		sz := pt.sp.Size()
+		all.CPUMilli += pt.n * sz.CPUMilli
+		all.Memory += pt.n * sz.Memory
+		if sz.GPUs > 0 {
+			all.GPUs += pt.n * sz.GPUs
+			all.GPUType = sz.GPUType
+		}
+		n += pt.n
+	}
+	return all, n
+}
+
 // checkGangs refuses a gang that no place it may use could ever hold all
 // at once: no cluster (pool, value of its label, as its uniformity says)
 // among those its constraint allows, with every worker there and every
 // machine its launch configs may add (400 naming the most one holds). It
-// would wait for ever. Like checkSizes, not checked again at apply; a
-// queue's home clusters are not read (it refuses less, never more). An
-// empty fleet refuses nothing.
+// would wait for ever. A place holds a gang of one size when its machines
+// hold that many members; a gang of several sizes when its machines hold
+// each size's members alone and the sum of all of them (which refuses
+// less than packing would, never more). Like checkSizes, not checked
+// again at apply; a queue's home clusters are not read (it refuses less,
+// never more). An empty fleet refuses nothing.
 func checkGangs(fleet []gangMachine, entries []state.JobEntry) error {
 	if len(fleet) == 0 {
 		return nil
 	}
-	for i := range entries {
+	firsts, gangs := gangsOf(entries)
+	for _, i := range firsts {
 		sp := entries[i].Spec
 		g := sp.Gang()
-		if g == nil || g.Lead != 0 {
-			continue // the gang's first entry speaks for it: one size and place
-		}
+		parts := gangs[entries[i].First]
+		all, total := gangSize(parts)
 		k := sp.Constraint()
-		typ, gpus := sp.GPUs()
 		label, byLabel := strings.CutPrefix(g.Uniform, "label:")
-		room := map[string]int64{}
+		type place struct {
+			members  []int64 // of each part alone
+			cpu, mem int64   // of all its capped machines
+			gpus     int64
+			uncapped bool // a launch config without a cap
+		}
+		places := map[string]*place{}
 		for _, m := range fleet {
 			if k.Admits(&placement.Cluster{Name: m.cluster, Region: m.region}, m.pool, m.labels, m.spot) != 0 {
 				continue
@@ -401,44 +462,94 @@ func checkGangs(fleet []gangMachine, entries []state.JobEntry) error {
 				}
 				key += "\x00" + v
 			}
-			per := int64(math.MaxInt64)
-			if sp.CPUMilli > 0 {
-				per = m.cpu / sp.CPUMilli
+			pl := places[key]
+			if pl == nil {
+				pl = &place{members: make([]int64, len(parts))}
+				places[key] = pl
 			}
-			if sp.Memory > 0 {
-				per = min(per, m.mem/sp.Memory)
-			}
-			if gpus > 0 {
-				if m.gpuType != typ {
-					per = 0
+			useful := false
+			for j, pt := range parts {
+				per := int64(math.MaxInt64)
+				if pt.sp.CPUMilli > 0 {
+					per = m.cpu / pt.sp.CPUMilli
 				}
-				per = min(per, m.gpus/gpus)
+				if pt.sp.Memory > 0 {
+					per = min(per, m.mem/pt.sp.Memory)
+				}
+				if typ, gpus := pt.sp.GPUs(); gpus > 0 {
+					if m.gpuType != typ {
+						per = 0
+					}
+					per = min(per, m.gpus/gpus)
+				}
+				per = min(per, pt.n)
+				switch {
+				case per <= 0:
+				case m.n == 0:
+					pl.members[j] = pt.n // no cap: as many machines as it takes
+				default:
+					pl.members[j] = min(pl.members[j]+per*min(m.n, pt.n), pt.n)
+				}
+				useful = useful || per > 0
 			}
-			per = min(per, int64(g.Size))
-			switch {
-			case per <= 0:
-			case m.n == 0:
-				room[key] = int64(g.Size) // no cap: as many machines as it takes
-			default:
-				room[key] = min(room[key]+per*min(m.n, int64(g.Size)), int64(g.Size))
+			if !useful {
+				continue
+			}
+			if m.n == 0 {
+				pl.uncapped = true
+				continue
+			}
+			c := min(m.n, total)
+			pl.cpu = satAdd(pl.cpu, satMul(m.cpu, c))
+			pl.mem = satAdd(pl.mem, satMul(m.mem, c))
+			if m.gpuType == all.GPUType {
+				pl.gpus = satAdd(pl.gpus, satMul(m.gpus, c))
 			}
 		}
-		best, where := int64(0), ""
-		for key, n := range room {
+		best, where, holds := int64(0), "", false
+		for key, pl := range places {
+			var n int64
+			each := true
+			for j, pt := range parts {
+				n += pl.members[j]
+				each = each && pl.members[j] >= pt.n
+			}
+			if each && (len(parts) == 1 || pl.uncapped || (pl.cpu >= all.CPUMilli && pl.mem >= all.Memory && pl.gpus >= all.GPUs)) {
+				holds = true
+				break
+			}
 			if n > best || (n == best && key < where) {
 				best, where = n, key
 			}
 		}
-		if best < int64(g.Size) {
+		if !holds {
 			place := "no cluster it may use"
 			if where != "" {
 				place = "cluster " + strings.ReplaceAll(where, "\x00", " / ")
 			}
+			if len(parts) > 1 {
+				return codedf(http.StatusBadRequest, "job %d (%q): a gang of %d members (%d cores, %s in all) must start together in one cluster%s, and none it may use could ever hold it (%s holds %d of them by size alone, with all its workers and every machine its launch configs may add)",
+					entries[i].First, sp.Name, total, all.CPUMilli/1000, units.FormatBytes(all.Memory), uniformWords(g.Uniform), place, best)
+			}
 			return codedf(http.StatusBadRequest, "job %d (%q): a gang of %d members must start together in one cluster%s, and none it may use could ever hold it: the most is %d (%s, with all its workers and every machine its launch configs may add)",
-				entries[i].First, sp.Name, g.Size, uniformWords(g.Uniform), best, place)
+				entries[i].First, sp.Name, total, uniformWords(g.Uniform), best, place)
 		}
 	}
 	return nil
+}
+
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+func satMul(a, b int64) int64 {
+	if b != 0 && a > math.MaxInt64/b {
+		return math.MaxInt64
+	}
+	return a * b
 }
 
 // uniformWords says what else a gang's members share.
@@ -456,15 +567,12 @@ func uniformWords(u string) string {
 // never hold at once (their limits with nothing running: quota,
 // max_running): it would wait for ever.
 func gangQueueCheck(r state.Reader, sub submission, project string) error {
-	for i := range sub.entries {
-		sp := sub.entries[i].Spec
-		g := sp.Gang()
-		if g == nil || g.Lead != 0 {
-			continue // the gang's first entry speaks for it: one size and place
-		}
-		if got, q := r.GangQueueRoom(sub.batch, project, sub.queue, sp.Size(), int64(g.Size)); got < int64(g.Size) {
-			return codedf(http.StatusBadRequest, "job %d (%q): a gang of %d members must start together, and queue %s could never hold more than %d of them at once (its quota or max_running, with nothing else running)",
-				sub.entries[i].First, sp.Name, g.Size, q, got)
+	firsts, gangs := gangsOf(sub.entries)
+	for _, i := range firsts {
+		all, n := gangSize(gangs[sub.entries[i].First])
+		if q := r.GangQueueRoom(sub.batch, project, sub.queue, all, n); q != "" {
+			return codedf(http.StatusBadRequest, "job %d (%q): a gang of %d members must start together, and queue %s could never hold them all at once (its quota or max_running, with nothing else running)",
+				sub.entries[i].First, sub.entries[i].Spec.Name, n, q)
 		}
 	}
 	return nil

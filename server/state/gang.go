@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 
@@ -29,13 +30,15 @@ const MaxGangSize = 4096
 // gangEntries checks the gangs of a command's entries: each gang's
 // members (the entries whose first job less their Lead is the gang's
 // first) are its Size consecutive jobs, all in these entries, 2 to
-// MaxGangSize of them, of one size and placement, none on a policy that
+// MaxGangSize of them, of one placement (GPUs of one type; sizes may
+// differ), none on a policy that
 // would start one apart from the others (oom_retry, a spot cap, a machine
 // of its own), none waiting for another member.
 func gangEntries(entries []JobEntry) *ApplyError {
 	type span struct {
-		got  uint32
-		spec *Spec
+		got     uint32
+		spec    *Spec
+		gpuType string // of its members with GPUs
 	}
 	spans := map[uint32]*span{}
 	var order []uint32
@@ -56,6 +59,11 @@ func gangEntries(entries []JobEntry) *ApplyError {
 			order = append(order, first)
 		}
 		lead := sp.spec.gang()
+		typ, gpus := e.Spec.GPUs()
+		oneType := gpus == 0 || sp.gpuType == "" || sp.gpuType == typ
+		if gpus > 0 {
+			sp.gpuType = typ
+		}
 		switch {
 		case g.Size < 2 || g.Size > MaxGangSize:
 			return errorf(ErrInvalid, "job %d: a gang is 2 to %d jobs that start together; this one is %d", e.First, MaxGangSize, g.Size)
@@ -63,8 +71,8 @@ func gangEntries(entries []JobEntry) *ApplyError {
 			return errorf(ErrInvalid, "job %d: its gang from job %d is of %d members (%q) in one entry and of %d (%q) in another", e.First, first, g.Size, g.Uniform, lead.Size, lead.Uniform)
 		case uint64(g.Lead)+uint64(e.Count) > uint64(g.Size):
 			return errorf(ErrInvalid, "job %d (count %d) lies outside its gang of jobs %d to %d", e.First, e.Count, first, uint64(first)+uint64(g.Size)-1)
-		case e.Spec.CPUMilli != sp.spec.CPUMilli || e.Spec.Memory != sp.spec.Memory || !sameWhere(e.Spec.Where, sp.spec.Where):
-			return errorf(ErrInvalid, "job %d: the members of a gang ask for one size (cpu, memory, GPUs) and place (regions, clusters, pool, worker labels); job %d asks for another", e.First, first)
+		case !samePlace(e.Spec.Where, sp.spec.Where) || !oneType:
+			return errorf(ErrInvalid, "job %d: the members of a gang ask for one place (regions, clusters, pool, worker labels, GPU type); job %d asks for another", e.First, first)
 		case e.Spec.policy() != nil && (e.Spec.policy().OOMFactorMilli != 0 || e.Spec.policy().MaxSpot != 0):
 			return errorf(ErrInvalid, "job %d: a gang's member takes no oom_retry or max_spot_attempts: it would start apart from the others", e.First)
 		case e.Spec.Where != nil && e.Spec.Where.MachineType != "":
@@ -86,12 +94,18 @@ func gangEntries(entries []JobEntry) *ApplyError {
 	return nil
 }
 
-// sameWhere reports whether two placements ask for the same.
-func sameWhere(a, b *Where) bool {
-	if a == nil || b == nil {
-		return a == b
+// samePlace reports whether two members of a gang ask for the same
+// place: their sizes may differ, and so may their GPU counts, but GPUs of
+// one type.
+func samePlace(a, b *Where) bool {
+	var none Where
+	if a == nil {
+		a = &none
 	}
-	return a.Pool == b.Pool && a.GPUType == b.GPUType && a.GPUs == b.GPUs && a.MachineType == b.MachineType &&
+	if b == nil {
+		b = &none
+	}
+	return a.Pool == b.Pool && (a.GPUs == 0 || b.GPUs == 0 || a.GPUType == b.GPUType) && a.MachineType == b.MachineType &&
 		slices.Equal(a.Regions, b.Regions) && slices.Equal(a.Clusters, b.Clusters) && slices.Equal(a.Labels, b.Labels)
 }
 
@@ -277,11 +291,40 @@ func (s *batchBook) gangFits(c *Plan, b *Batch, g *group, ps []Placement) string
 			return "no room on an instance"
 		}
 	}
-	// Its members are of one size (checked as they were committed).
-	if n, _, _ := placement.PathRoom(s.quotaPath(s.queueOf(b)), g.spec.Size(), int64(ready)); n < int64(ready) {
+	var all placement.Size
+	b.gangParts(g, func(m *group, lo, hi uint32) {
+		for id := lo; id <= hi; id++ {
+			if b.jobs[id-1].state == Ready {
+				addSize(&all, m.spec.Size(), 1)
+			}
+		}
+	})
+	if !gangAdmits(s.quotaPath(s.queueOf(b)), all, int64(ready)) {
 		return "the queue's quota"
 	}
 	return ""
+}
+
+// addSize adds n jobs of size sz to all (a gang's GPUs are of one type).
+func addSize(all *placement.Size, sz placement.Size, n int64) {
+	all.CPUMilli += n * sz.CPUMilli
+	all.Memory += n * sz.Memory
+	if sz.GPUs > 0 {
+		all.GPUs += n * sz.GPUs
+		all.GPUType = sz.GPUType
+	}
+}
+
+// gangAdmits reports whether the queues along path admit a gang of jobs
+// whose sizes add up to all, at once: its jobs against max_running, its
+// sum as one job against the rest (the limits add, so members of several
+// sizes count exactly).
+func gangAdmits(path iter.Seq[*placement.Quota], all placement.Size, jobs int64) bool {
+	if n, _, _ := placement.PathRoom(path, placement.Size{}, jobs); n < jobs {
+		return false
+	}
+	n, _, _ := placement.PathRoom(path, all, 1)
+	return n == 1
 }
 
 // gangDead reports whether a member of g's gang ended without success:
@@ -400,11 +443,12 @@ func (r Reader) GangRunning(b *Batch, id uint32) int {
 	return n
 }
 
-// GangQueueRoom is how many jobs of size sz, of n, the queues a batch's
-// jobs run in could ever hold at once (their limits with nothing
-// running), and the queue that holds fewer (empty: none does): batch is
-// the batch (0: a new one, of project, naming queue named or none).
-func (r Reader) GangQueueRoom(batch uint64, project, named string, sz placement.Size, n int64) (int64, string) {
+// GangQueueRoom says whether the queues a batch's jobs run in could ever
+// hold a gang of jobs whose sizes add up to all at once (their limits
+// with nothing running), and names the queue that could not (empty: all
+// could): batch is the batch (0: a new one, of project, naming queue
+// named or none).
+func (r Reader) GangQueueRoom(batch uint64, project, named string, all placement.Size, jobs int64) string {
 	var leaf *Queue
 	switch b := r.s.batches[batch]; {
 	case b != nil:
@@ -414,16 +458,13 @@ func (r Reader) GangQueueRoom(batch uint64, project, named string, sz placement.
 	default:
 		leaf = r.s.projectQueue[project]
 	}
-	if leaf == nil {
-		return n, ""
-	}
 	for q := leaf; q != nil; q = q.parent {
 		idle := q.Queue.Quota() // its limits, nothing used
-		if got, _, _ := placement.PathRoom(func(yield func(*placement.Quota) bool) { yield(&idle) }, sz, n); got < n {
-			return got, q.Path
+		if !gangAdmits(func(yield func(*placement.Quota) bool) { yield(&idle) }, all, jobs) {
+			return q.Path
 		}
 	}
-	return n, ""
+	return ""
 }
 
 // GangOf returns the first job of the gang job id is in (its name in the

@@ -82,7 +82,8 @@ func TestJobGroupGangStartsWholeAndRestartsWhole(t *testing.T) {
 }
 
 // TestJobGroupGangEntriesAreChecked: apply refuses a job group's gang
-// that is not whole and alike: members of two sizes, a member waiting for
+// that is not whole and alike: members in two places (GPUs of two types,
+// even with a member without GPUs between them), a member waiting for
 // another, a member outside its gang group, a job of the gang group not
 // in the gang, a gang group inside another, a gang of several entries
 // without a gang group, and jobs added to a gang group made before.
@@ -101,7 +102,8 @@ func TestJobGroupGangEntriesAreChecked(t *testing.T) {
 		jobs   []JobEntry
 		says   string
 	}{
-		{"two sizes", mpi, []JobEntry{member("l", 1, 1, 3, 0, 1, 1), member("r", 2, 2, 3, 1, 1, 2)}, "one size"},
+		{"two GPU types", mpi, []JobEntry{withGPU(member("l", 1, 1, 3, 0, 1, 1), "a"), member("m", 2, 1, 3, 1, 1, 2), withGPU(member("r", 3, 1, 3, 2, 1, 1), "b")}, "one place"},
+		{"two pools", mpi, []JobEntry{member("l", 1, 1, 2, 0, 1, 1), func() JobEntry { e := member("r", 2, 1, 2, 1, 1, 2); e.Spec.Where = &Where{Pool: "q"}; return e }()}, "one place"},
 		{"part of the gang", mpi, []JobEntry{member("l", 1, 1, 3, 0, 1, 1), member("r", 2, 1, 3, 1, 1, 1)}, "a gang's jobs come together"},
 		{"a plain job in the gang group", mpi, []JobEntry{member("l", 1, 1, 2, 0, 1, 1), member("r", 2, 1, 2, 1, 1, 1), entry(3, 1, func() *Spec { sp := spec("x", 1); sp.Run = &Run{Group: 1}; return sp }())}, "each is a member of its gang"},
 		{"a gang group in a gang group", []JobGroupDecl{{Path: "mpi", Gang: true}, {Path: "mpi/inner", Gang: true}}, []JobEntry{member("l", 1, 1, 2, 0, 2, 1), member("r", 2, 1, 2, 1, 2, 1)}, "cannot be inside another"},
@@ -127,4 +129,32 @@ func TestJobGroupGangEntriesAreChecked(t *testing.T) {
 	if err := h.MustFail(&CreateUpdate{Now: h.Tick(), Batch: b, Groups: []JobGroupDecl{{Path: "mpi"}}, Jobs: []JobEntry{later}}, ErrConflict); !strings.Contains(err.Msg, "takes no more") {
 		t.Errorf("jobs added to a gang group: %v", err)
 	}
+}
+
+func withGPU(e JobEntry, typ string) JobEntry {
+	e.Spec.Where = &Where{GPUType: typ, GPUs: 1}
+	return e
+}
+
+// TestJobGroupGangOfTwoSizes: a gang's members may differ in size (a
+// launcher of two cores beside ranks of one): apply checks each
+// instance's room by the size of each member placed there, and the
+// queue's quota by their sum.
+func TestJobGroupGangOfTwoSizes(t *testing.T) {
+	h, _, in := gangHarness(t, "")
+	launcher := spec("launcher", 2)
+	launcher.Run = &Run{Group: 1, Gang: &Gang{Size: 3}}
+	ranks := spec("ranks", 1)
+	ranks.Array = true
+	ranks.Run = &Run{Group: 1, Gang: &Gang{Size: 3, Lead: 1}}
+	b := h.Must(&CreateBatch{Now: h.Tick(), User: "root", BillingProject: "default",
+		Groups: []JobGroupDecl{{Path: "mpi", Gang: true}}, Jobs: []JobEntry{entry(1, 1, launcher), entry(2, 2, ranks)}}).(*UpdateResult).Batch
+	// A rank beside the launcher: three cores on a worker of two.
+	if res := h.Must(gangPlan(h, b, 1, [3]uint32{1, 1, in[0]}, [3]uint32{2, 1, in[0]}, [3]uint32{3, 1, in[1]})).(*PlanResult); res.Placed != 0 {
+		t.Fatalf("a rank beside the launcher on a worker of 2 cores: placed %d, want the gang refused", res.Placed)
+	}
+	if res := h.Must(gangPlan(h, b, 1, [3]uint32{1, 1, in[0]}, [3]uint32{2, 2, in[1]})).(*PlanResult); res.Placed != 3 {
+		t.Fatalf("the launcher on one worker, the ranks on the other: %+v", res)
+	}
+	h.Restored()
 }

@@ -274,21 +274,37 @@ func autoscaleDemand(r state.Reader, budget, memStep, now int64) *Demand {
 						gangsSeen = map[uint32]bool{}
 					}
 					gangsSeen[first] = true
+					// Of several sizes (a job group's gang), n members
+					// as large as its largest in each resource: room
+					// for them holds it however it is packed.
 					members, _, ok := r.GangReady(b, rg.Lo)
-					var n int64
-					for _, m := range members {
-						n += int64(m.Len())
+					var n, cpu int64
+					var sh DemandShape
+					big := sp
+					for i, m := range members {
+						k := int64(m.Len())
+						if ok = ok && quotas.room(leaf, m.Spec.Size(), k) == k; !ok {
+							for _, back := range members[:i] {
+								quotas.charge(leaf, back.Spec.Size(), -int64(back.Len()))
+							}
+							break
+						}
+						quotas.charge(leaf, m.Spec.Size(), k)
+						n += k
+						cpu += k * m.Spec.CPUMilli
+						_, gpus := m.Spec.GPUs()
+						if gpus > sh.GPUs {
+							big = m.Spec // the GPUs' type
+						}
+						sh.CPUMilli, sh.Memory, sh.GPUs = max(sh.CPUMilli, m.Spec.CPUMilli), max(sh.Memory, m.Spec.Memory), max(sh.GPUs, gpus)
 					}
-					size := sp.Size()
-					if !ok || n == 0 || quotas.room(leaf, size, n) < n {
+					if !ok || n == 0 {
 						continue
 					}
-					quotas.charge(leaf, size, n)
-					left -= n * sp.CPUMilli
-					_, gpus := sp.GPUs()
-					sh := DemandShape{CPUMilli: sp.CPUMilli, Memory: roundUp(sp.Memory, memStep), GPUs: gpus, Count: n,
-						Gang: b.ID<<32 | uint64(first), GangUniform: g.Uniform}
-					sh.Constraint = constraintIndex(r.Constraint(b, sp))
+					left -= cpu
+					sh.Memory, sh.Count = roundUp(sh.Memory, memStep), n
+					sh.Gang, sh.GangUniform = b.ID<<32|uint64(first), g.Uniform
+					sh.Constraint = constraintIndex(r.Constraint(b, big))
 					du.Shapes = append(du.Shapes, sh)
 					continue
 				}

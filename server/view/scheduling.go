@@ -473,21 +473,21 @@ batches:
 				if !ok || pr.reached || (maxJobs > 0 && jobs+int(n) > maxJobs) {
 					continue
 				}
-				// Its members are of one size and place (a job
-				// group's gang spans specs: each run its own).
-				ci, _ := l.constraint(home, spec)
+				// Its members are of one place; a job group's gang
+				// spans specs, each run of its own spec's size.
 				for _, m := range members {
+					ci, _ := l.constraint(home, m.Spec)
 					_, gpus := m.Spec.GPUs()
 					out = append(out, scheduler.Run{
 						Batch: b.ID, First: m.Lo, Count: m.Len(), Attempt: m.Attempt,
 						CPUMilli: m.Spec.CPUMilli, Memory: m.Spec.Memory, Constraint: ci, Queue: ti, GPUs: gpus, Project: pr.idx,
 						Gang: first, GangUniform: gang.Uniform,
 					})
+					want += int64(m.Len()) * m.Spec.CPUMilli
+					l.quotas.hold(leaf, m.Spec.Size(), int64(m.Len()))
 				}
 				jobs += int(n)
 				runs++
-				want += n * spec.CPUMilli
-				l.quotas.hold(leaf, spec.Size(), n)
 				if (want >= limit && (l.o.Unbounded || runs >= least || want >= free)) || (maxJobs > 0 && jobs >= maxJobs) || runs >= maxRunsPerUser {
 					break batches
 				}

@@ -5,12 +5,14 @@ batch "bad-gang-group" {
     job "launcher" {
       command = ["mpirun"]
       cpu     = 1
+      gpu     = { type = "a100" }
     }
 
     job "rank" {
       command = ["rank"]
       count   = 4
       cpu     = 2
+      gpu     = { type = "h100" }
     }
   }
 }

@@ -1,5 +1,5 @@
-# A job group's gang: an MPI launcher and its 4 ranks, two commands of one
-# size, start together on workers of one pool, or none does. The batch's
+# A job group's gang: an MPI launcher and its 4 ranks, two commands of two
+# sizes, start together on workers of one pool, or none does. The batch's
 # oom_retry is not theirs (a member given more memory would start apart).
 batch "mpi-group" {
   oom_retry {
@@ -17,7 +17,8 @@ batch "mpi-group" {
 
     job "launcher" {
       command    = ["mpirun", "-np", "4"]
-      cpu        = 2
+      cpu        = 1
+      memory     = "4GiB"
       depends_on = ["prepare"]
     }
 
