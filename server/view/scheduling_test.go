@@ -379,3 +379,38 @@ func TestDemandListsAGangWhole(t *testing.T) {
 		t.Fatalf("under a 12-core quota: %d gang members, %d plain jobs; want 8 and 4", gangs, plain)
 	}
 }
+
+// TestDemandListsAGangOfSeveralSizes: a job group's gang of a launcher (1
+// core, 8 GiB) and three ranks (4 cores, 2 GiB) is one shape of four
+// members each as large as its largest in each resource (4 cores, 8 GiB:
+// room for them holds the gang however it is packed); its queue's quota
+// counts the members' sum (13 cores): 12 cores is no demand.
+func TestDemandListsAGangOfSeveralSizes(t *testing.T) {
+	h := state.NewHarness(t, nil)
+	launcher := spec("launcher", 1)
+	launcher.Memory = 8 << 30
+	launcher.Run = &state.Run{Group: 1, Gang: &state.Gang{Size: 4}}
+	ranks := spec("ranks", 4)
+	ranks.Memory = 2 << 30
+	ranks.Array, ranks.Run = true, &state.Run{Group: 1, Gang: &state.Gang{Size: 4, Lead: 1}}
+	h.Must(&state.CreateBatch{Now: h.Tick(), User: "root", BillingProject: "default",
+		Groups: []state.JobGroupDecl{{Path: "mpi", Gang: true}}, Jobs: []state.JobEntry{entry(1, 1, launcher), entry(2, 3, ranks)}})
+	d := AutoscaleDemand(h.S, 1<<40, 0, h.Now)
+	if len(d.Users) != 1 || len(d.Users[0].Shapes) != 1 {
+		t.Fatalf("demand %+v; want one shape: the gang", d.Users)
+	}
+	if sh := d.Users[0].Shapes[0]; sh.Count != 4 || sh.Gang == 0 || sh.CPUMilli != 4000 || sh.Memory < 8<<30 {
+		t.Fatalf("shape %+v; want 4 members of 4 cores and 8 GiB", sh)
+	}
+	for quota, want := range map[int64]int{12000: 0, 13000: 1} {
+		h.Must(&state.SetTeam{Now: h.Tick(), Team: state.Team{Name: "genomics", Projects: []string{"default"}, QuotaMilli: quota}})
+		d := AutoscaleDemand(h.S, 1<<40, 0, h.Now)
+		shapes := 0
+		for _, u := range d.Users {
+			shapes += len(u.Shapes)
+		}
+		if shapes != want {
+			t.Fatalf("under a quota of %d millicores: demand %+v, want %d shapes", quota, d.Users, want)
+		}
+	}
+}
