@@ -73,13 +73,16 @@ func gangParts(unit []Run) []gangPart {
 }
 
 // gangShape is one run as large as every member of a gang in each of
-// cores, memory and GPUs: room for n of it holds the gang however its
-// members are packed. Holds, preemption and the autoscaler count a gang
+// cores, memory and GPUs (and of the constraint of its members with
+// GPUs): room for n of it holds the gang however its members are packed. Holds, preemption and the autoscaler count a gang
 // of several sizes so (more than it needs, never less).
 func gangShape(unit []Run) Run {
 	env := unit[0]
 	for i := range unit[1:] {
 		r := &unit[i+1]
+		if r.GPUs > env.GPUs {
+			env.Constraint = r.Constraint // the GPUs' type: a launcher without GPUs asks for none
+		}
 		env.CPUMilli, env.Memory, env.GPUs = max(env.CPUMilli, r.CPUMilli), max(env.Memory, r.Memory), max(env.GPUs, r.GPUs)
 	}
 	return env
@@ -172,10 +175,14 @@ func (p *packer) gangQuota(parts []gangPart) (got int64, why placement.Reason, q
 }
 
 // packOn takes what it can of a gang's members left (by part) on one
-// instance with free room cpu, mem and gpus, the largest part first;
-// fits says whether a part may use the instance at all.
-func packOn(s slot, parts []gangPart, left []int64, cpu, mem, gpus int64, fits func(pt *gangPart, cpu, mem, gpus int64) bool, takes []gangTake) []gangTake {
-	for i := range parts {
+// instance with free room cpu, mem and gpus, its parts in order (nil:
+// the largest first); fits says whether a part may use the instance.
+func packOn(s slot, parts []gangPart, order []int, left []int64, cpu, mem, gpus int64, fits func(pt *gangPart, cpu, mem, gpus int64) bool, takes []gangTake) []gangTake {
+	for k := range parts {
+		i := k
+		if order != nil {
+			i = order[k]
+		}
 		pt := &parts[i]
 		if left[i] == 0 || (fits != nil && !fits(pt, cpu, mem, gpus)) {
 			continue
@@ -239,13 +246,16 @@ func (p *packer) fitGang(unit []Run, parts []gangPart) ([]gangTake, Explanation,
 		smallest = min(smallest, pt.r.CPUMilli)
 	}
 	// fits says whether members of part pt may use an instance (its
-	// own filters, as a run's).
+	// own filters, as a run's), in the packing of order.
 	var idx int32
+	var order []int
 	fits := func(pt *gangPart, cpu, mem, gpus int64) bool {
 		if mem < pt.r.Memory || !p.constraint(pt.r).HoldsGPUs(pt.r.GPUs, p.insts[idx].GPUType, gpus) {
 			return false
 		}
-		if p.leftForLarger(pt.r, idx, cpu) {
+		// An idle worker is left to larger jobs in the first packing,
+		// not in the second: the larger jobs may be the gang's own.
+		if order == nil && p.leftForLarger(pt.r, idx, cpu) {
 			leftToLarge = true
 			return false
 		}
@@ -283,7 +293,7 @@ func (p *packer) fitGang(unit []Run, parts []gangPart) ([]gangTake, Explanation,
 	// gang is placed.
 	pack := func(s slot, left []int64, takes *[]gangTake) bool {
 		idx = s.idx
-		*takes = packOn(s, parts, left, s.free, s.mem, p.freeGPU[s.idx], fits, *takes)
+		*takes = packOn(s, parts, order, left, s.free, s.mem, p.freeGPU[s.idx], fits, *takes)
 		return !slices.ContainsFunc(left, func(m int64) bool { return m > 0 })
 	}
 	placedOf := func(left []int64) int64 {
@@ -300,53 +310,78 @@ func (p *packer) fitGang(unit []Run, parts []gangPart) ([]gangTake, Explanation,
 		}
 		return left
 	}
-	order := p.ranker.Order(strategy, allowed, quota, nil)
-	for _, c := range order {
-		for _, ts := range p.gangSets(r, c) {
-			if !byLabel {
-				var takes []gangTake
-				left := newLeft()
-				done := false
+	// search walks the clusters in order for room for the whole gang.
+	search := func(clusters []int) ([]gangTake, bool) {
+		for _, c := range clusters {
+			for _, ts := range p.gangSets(r, c) {
+				if !byLabel {
+					var takes []gangTake
+					left := newLeft()
+					done := false
+					room(ts, func(s slot) bool {
+						done = pack(s, left, &takes)
+						return done
+					})
+					if done {
+						return takes, true
+					}
+					most = max(most, placedOf(left))
+					continue
+				}
+				// One value of the label: members counted per value, in
+				// the order values are met.
+				takes := map[string][]gangTake{}
+				lefts := map[string][]int64{}
+				var done string
+				found := false
 				room(ts, func(s slot) bool {
-					done = pack(s, left, &takes)
-					return done
+					v, ok := p.insts[s.idx].Labels[label]
+					if !ok {
+						return false
+					}
+					left := lefts[v]
+					if left == nil {
+						left = newLeft()
+						lefts[v] = left
+					}
+					t := takes[v]
+					all := pack(s, left, &t)
+					takes[v] = t
+					if all {
+						done, found = v, true
+					}
+					return all
 				})
-				if done {
-					return takes, Explanation{}, true
+				if found {
+					return takes[done], true
 				}
-				most = max(most, placedOf(left))
-				continue
+				for _, left := range lefts {
+					most = max(most, placedOf(left))
+				}
 			}
-			// One value of the label: members counted per value, in
-			// the order values are met.
-			takes := map[string][]gangTake{}
-			lefts := map[string][]int64{}
-			var done string
-			found := false
-			room(ts, func(s slot) bool {
-				v, ok := p.insts[s.idx].Labels[label]
-				if !ok {
-					return false
-				}
-				left := lefts[v]
-				if left == nil {
-					left = newLeft()
-					lefts[v] = left
-				}
-				t := takes[v]
-				all := pack(s, left, &t)
-				takes[v] = t
-				if all {
-					done, found = v, true
-				}
-				return all
-			})
-			if found {
-				return takes[done], Explanation{}, true
-			}
-			for _, left := range lefts {
-				most = max(most, placedOf(left))
-			}
+		}
+		return nil, false
+	}
+	// Two packings of a gang of several sizes: on each worker the
+	// largest members first, then (when that left no room whole) the
+	// smallest first, which fills small workers with small members
+	// and leaves the large ones whole. Neither is best for every gang
+	// (bin packing), and a third would cost a third walk.
+	orders := [][]int{nil}
+	if len(parts) > 1 {
+		rev := make([]int, len(parts))
+		for i := range rev {
+			rev[i] = len(parts) - 1 - i
+		}
+		orders = append(orders, rev)
+	}
+	clusters := p.ranker.Order(strategy, allowed, quota, nil)
+	for _, order = range orders {
+		if order != nil && p.gangVisits >= maxGangVisits {
+			break
+		}
+		if takes, ok := search(clusters); ok {
+			return takes, Explanation{}, true
 		}
 	}
 	// Each instance explained, as for runs, for the first maxExplained
@@ -832,30 +867,48 @@ func (p *packer) hold(h *gangHold, sign int64) {
 
 // heldTakes places the members of a gang (its parts) on the workers held
 // for it (its hold given back first), or says how many they have room
-// for.
+// for: each part on workers whose GPUs are its type, packed the largest
+// first, or else the smallest first, as fitGang packs.
 func (p *packer) heldTakes(h *gangHold, parts []gangPart) ([]gangTake, int64) {
-	var takes []gangTake
-	left := make([]int64, len(parts))
-	var n int64
-	for i, pt := range parts {
-		left[i] = pt.n
+	var idx int32
+	fits := func(pt *gangPart, cpu, mem, gpus int64) bool {
+		return p.constraint(pt.r).HoldsGPUs(pt.r.GPUs, p.insts[idx].GPUType, gpus)
+	}
+	var n, most int64
+	for _, pt := range parts {
 		n += pt.n
 	}
+	var rev []int
+	for range parts {
+		rev = append([]int{len(rev)}, rev...)
+	}
 	r := &h.run
-	for _, t := range h.takes {
-		s, gpus := p.slots[t.s.idx], p.freeGPU[t.s.idx]
-		if h.on {
-			// Counted with its own hold (what it may start in), for why.
-			s.free, s.mem, gpus = s.free+t.n*r.CPUMilli, s.mem+t.n*r.Memory, gpus+t.n*r.GPUs
+	for _, order := range [][]int{nil, rev} {
+		var takes []gangTake
+		left := make([]int64, len(parts))
+		for i, pt := range parts {
+			left[i] = pt.n
 		}
-		takes = packOn(s, parts, left, s.free, s.mem, gpus, nil, takes)
+		for _, t := range h.takes {
+			idx = t.s.idx
+			s, gpus := p.slots[idx], p.freeGPU[idx]
+			if h.on {
+				// Counted with its own hold (what it may start in), for why.
+				s.free, s.mem, gpus = s.free+t.n*r.CPUMilli, s.mem+t.n*r.Memory, gpus+t.n*r.GPUs
+			}
+			takes = packOn(s, parts, order, left, s.free, s.mem, gpus, fits, takes)
+		}
+		got := n
+		for _, m := range left {
+			got -= m
+		}
+		if got == n {
+			return takes, got
+		}
+		most = max(most, got)
+		if len(parts) == 1 {
+			break
+		}
 	}
-	got := n
-	for _, m := range left {
-		got -= m
-	}
-	if got < n {
-		return nil, got
-	}
-	return takes, got
+	return nil, most
 }
