@@ -74,12 +74,12 @@ func ahCheck(t *testing.T, in *Input, out *Output) {
 		for _, on := range h.On {
 			inst, u, c := byID[on.Instance], used[on.Instance], counted[on.Instance]
 			want := [3]int64{max(inst.FreeMilli-u[0]-c[0], 0), max(inst.FreeMem-u[1]-c[1], 0), max(inst.FreeGPUs-u[2]-c[2], 0)}
-			counted[on.Instance] = [3]int64{c[0] + min(want[0], on.Members*h.CPUMilli), c[1] + min(want[1], on.Members*h.Memory), c[2] + min(want[2], on.Members*h.GPUs)}
+			counted[on.Instance] = [3]int64{c[0] + min(want[0], on.HeldMilli), c[1] + min(want[1], on.HeldMem), c[2] + min(want[2], on.HeldGPUs)}
 			if got := [3]int64{on.FreeMilli, on.FreeMem, on.FreeGPUs}; got != want {
 				t.Fatalf("hold of batch %d on instance %d says %v free; the round left %v, less what holds before it counted", h.Batch, on.Instance, got, want)
 			}
-			if on.Members <= 0 {
-				t.Fatalf("hold of batch %d on instance %d holds %d members", h.Batch, on.Instance, on.Members)
+			if on.HeldMilli <= 0 && on.HeldMem <= 0 && on.HeldGPUs <= 0 {
+				t.Fatalf("hold of batch %d on instance %d holds nothing: %+v", h.Batch, on.Instance, on)
 			}
 		}
 	}
@@ -490,9 +490,9 @@ func ahRandomInvariants(t *testing.T) {
 			for _, h := range out.Holds {
 				for _, on := range h.On {
 					x := held[on.Instance]
-					x[0] += on.Members * h.CPUMilli
-					x[1] += on.Members * h.Memory
-					x[2] += on.Members * h.GPUs
+					x[0] += on.HeldMilli
+					x[1] += on.HeldMem
+					x[2] += on.HeldGPUs
 					held[on.Instance] = x
 				}
 			}
@@ -1065,8 +1065,8 @@ func TestAttackHoldOthersClaimFreesHeldRoom(t *testing.T) {
 	in := gangReclaim() // 32 one-core attempts over 4 workers, the youngest spread
 	in.Queues[0].Waiting = Res{8000, 8 << 30}
 	in.Queues = append(in.Queues, PreemptQueue{Name: "x", Parent: -1, Waiting: Res{16_000, 16 << 30}})
-	in.AddHolds([]GangHold{{Batch: 9, Gang: 1, Queue: "x", Members: 2, CPUMilli: 8000, Memory: 1 << 30,
-		On: []HeldOn{{Instance: 3, Members: 1}, {Instance: 4, Members: 1}}}})
+	in.AddHolds([]GangHold{{Batch: 9, Gang: 1, Queue: "x", Members: 2, CPUMilli: 16000, Memory: 2 << 30,
+		On: []HeldOn{{Instance: 3, HeldMilli: 8000, HeldMem: 1 << 30}, {Instance: 4, HeldMilli: 8000, HeldMem: 1 << 30}}}})
 	out := Preempt(in)
 	on := map[uint32]int{}
 	for _, v := range out.Victims {
@@ -1102,8 +1102,8 @@ func TestAttackHoldPreemptGPUHold(t *testing.T) {
 			in.Attempts = append(in.Attempts, a)
 		}
 	}
-	in.AddHolds([]GangHold{{Batch: 9, Gang: 1, Queue: "mpi", Members: 2, CPUMilli: 1000, Memory: 1 << 30, GPUs: 2, GPUType: "h100",
-		On: []HeldOn{{Instance: 5, Members: 2, FreeMilli: 4000, FreeMem: 4 << 30}}}})
+	in.AddHolds([]GangHold{{Batch: 9, Gang: 1, Queue: "mpi", Members: 2, CPUMilli: 2000, Memory: 2 << 30, GPUs: 4, GPUType: "h100",
+		On: []HeldOn{{Instance: 5, HeldMilli: 2000, HeldMem: 2 << 30, HeldGPUs: 4, FreeMilli: 4000, FreeMem: 4 << 30}}}})
 	if len(in.Holds) != 1 || in.Holds[0].On[0].Need[3] != 4 || in.Holds[0].Demand[3] != 4 {
 		t.Fatalf("holds %+v; want 4 h100s to free on worker 5", in.Holds)
 	}

@@ -134,8 +134,8 @@ func TestAttackGangSizesHoldWithLauncherWithoutGPUs(t *testing.T) {
 	for _, launcherFirst := range []bool{false, true} {
 		t.Run(fmt.Sprint("launcherFirst=", launcherFirst), func(t *testing.T) {
 			in := NewInput().Instance(1, Cores(16), 64*GiB).Build()
-			// 8 GPUs: room for three members of the envelope (2 GPUs
-			// each), so the hold's over-count is not what refuses.
+			// 8 GPUs: room for the ranks' 4 (and for three members
+			// counted as the largest, as holds once counted them).
 			in.Instances[0].GPUType, in.Instances[0].GPUs, in.Instances[0].FreeGPUs = "a100", 8, 0
 			in.Instances[0].FreeMilli = Cores(8)
 			in.Constraints = []placement.Constraint{{GPUType: "a100"}}
@@ -154,8 +154,8 @@ func TestAttackGangSizesHoldWithLauncherWithoutGPUs(t *testing.T) {
 			if len(out.Holds) != 1 {
 				t.Fatalf("holds %+v; want room held for the gang on the a100 worker (unplaced %+v)", out.Holds, out.Unplaced)
 			}
-			if out.Holds[0].GPUType != "a100" || out.Holds[0].GPUs != 2 {
-				t.Fatalf("hold %+v; want members of 2 a100s", out.Holds[0])
+			if h := out.Holds[0]; h.GPUType != "a100" || h.GPUs != 4 || len(h.On) != 1 || h.On[0].HeldGPUs != 4 {
+				t.Fatalf("hold %+v; want the ranks' 4 a100s held", h)
 			}
 		})
 	}
@@ -338,5 +338,29 @@ func TestAttackGangSizesOneLabelValue(t *testing.T) {
 		if !holds && out.Jobs != 0 {
 			t.Fatalf("no rack holds it: placed %+v", out.Placements)
 		}
+	}
+}
+
+// TestAttackGangSizesHoldCountsEachMembersGPUs: two ranks of two a100s
+// and a launcher without GPUs need 4 GPUs: the whole of a 4-GPU worker,
+// busy now. Holds counted every member as the largest (2 GPUs each: 6),
+// more than the worker has, so room was never held for it and a stream
+// of GPU jobs could starve it (found by review). Holds now pack the
+// members by their own sizes: the worker is held, its 4 GPUs and the
+// members' 3 cores.
+func TestAttackGangSizesHoldCountsEachMembersGPUs(t *testing.T) {
+	in := NewInput().Instance(1, Cores(16), 64*GiB).Build()
+	in.Instances[0].GPUType, in.Instances[0].GPUs, in.Instances[0].FreeGPUs = "a100", 4, 0
+	in.Instances[0].FreeMilli = Cores(8)
+	in.Constraints = []placement.Constraint{{GPUType: "a100"}}
+	runs := []Run{agsMember(1, 1, 1, Cores(1), GiB, 0, 0), agsMember(1, 2, 2, Cores(1), GiB, 2, 1)}
+	in.Users = []User{{Name: "u", ReadyMilli: Cores(3), Runs: runs}}
+	out := Schedule(in)
+	agsCheck(t, in, out)
+	if len(out.Holds) != 1 || len(out.Holds[0].On) != 1 {
+		t.Fatalf("holds %+v; want room held on the one worker that holds the gang once drained", out.Holds)
+	}
+	if on := out.Holds[0].On[0]; on.HeldGPUs != 4 || on.HeldMilli != Cores(3) || on.HeldMem != 3*GiB {
+		t.Fatalf("held %+v; want 4 GPUs, 3 cores and 3 GiB", on)
 	}
 }

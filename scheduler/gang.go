@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 
@@ -425,7 +426,7 @@ func (p *packer) placeGang(unit []Run, out *Output, ui int, st *unplacedState, l
 	// The room held for it is its own now (and held again if it still
 	// cannot start).
 	h := p.holds[gangKey{r.Batch, r.Gang}]
-	if h != nil && h.on {
+	if h != nil && h.held {
 		p.hold(h, -1)
 	}
 	takes, why, ok := []gangTake(nil), Explanation{}, out.Jobs+int(n) <= limit
@@ -455,7 +456,7 @@ func (p *packer) placeGang(unit []Run, out *Output, ui int, st *unplacedState, l
 		// guarantee kept back, or a limit refuses, holds nothing.
 		p.hold(h, 1)
 		_, room := p.heldTakes(h, parts)
-		why.Held, why.HeldRoom = len(h.takes), room
+		why.Held, why.HeldRoom = len(h.on), room
 	}
 	if !ok {
 		*st.unfit += gangCores(unit)
@@ -542,29 +543,29 @@ type GangHold struct {
 	Gang  uint32
 	// Queue is its leaf queue's name ("": in none).
 	Queue string
-	// Members of the gang, each of CPUMilli, Memory and GPUs of GPUType.
+	// Members of the gang, and what all of them ask for together: cores,
+	// memory and GPUs of GPUType.
 	Members                int64
 	CPUMilli, Memory, GPUs int64
 	GPUType                string
 	On                     []HeldOn
 }
 
-// HeldOn is a worker where room is held for a gang: its members' room
-// held there, and what the worker has free now (the held room included)
-// less what holds before it in Output.Holds count of it (a worker's free
-// room counts once).
+// HeldOn is a worker where room is held for a gang: the room held there
+// for its members (Held*), and what the worker has free now (the held
+// room included) less what holds before it in Output.Holds count of it (a
+// worker's free room counts once).
 type HeldOn struct {
 	Instance                     uint32
-	Members                      int64
+	HeldMilli, HeldMem, HeldGPUs int64
 	FreeMilli, FreeMem, FreeGPUs int64
 }
 
-// HeldNow is the part of the room held for gang h on a worker (on) that
+// HeldNow is the part of the room held for a gang on a worker (on) that
 // is free now: what no other job may take there (the preemption round
 // frees the rest; the autoscaler does not count it as free).
-func (h *GangHold) HeldNow(on HeldOn) (cpu, mem, gpus int64) {
-	return max(min(h.CPUMilli*on.Members, on.FreeMilli), 0), max(min(h.Memory*on.Members, on.FreeMem), 0),
-		max(min(h.GPUs*on.Members, on.FreeGPUs), 0)
+func (on HeldOn) HeldNow() (cpu, mem, gpus int64) {
+	return max(min(on.HeldMilli, on.FreeMilli), 0), max(min(on.HeldMem, on.FreeMem), 0), max(min(on.HeldGPUs, on.FreeGPUs), 0)
 }
 
 // heldAtEnd lists the holds still on, by batch and gang.
@@ -579,34 +580,51 @@ func (p *packer) heldAtEnd() []GangHold {
 	var out []GangHold
 	for _, key := range keys {
 		h := p.holds[key]
-		if !h.on {
+		if !h.held {
 			continue
 		}
 		r := h.run
-		g := GangHold{Batch: key.batch, Gang: key.gang, Members: h.members, CPUMilli: r.CPUMilli, Memory: r.Memory, GPUs: r.GPUs, GPUType: p.gpuType(&r)}
+		g := GangHold{Batch: key.batch, Gang: key.gang, Members: h.members, GPUType: p.gpuType(&r)}
+		for _, pt := range h.parts {
+			g.CPUMilli += pt.n * pt.cpu
+			g.Memory += pt.n * pt.mem
+			g.GPUs += pt.n * pt.gpus
+		}
 		if q := p.queue(&r); q != nil {
 			g.Queue = q.Name
 		}
-		for _, t := range h.takes {
-			idx := t.s.idx
+		for _, w := range h.on {
+			idx, room := w.idx, w.room
 			s, held, c := p.slots[idx], p.held[idx], counted[idx]
 			free := heldRoom{max(s.free+held.cpu-c.cpu, 0), max(s.mem+held.mem-c.mem, 0), max(p.freeGPU[idx]+held.gpus-c.gpus, 0)}
-			g.On = append(g.On, HeldOn{Instance: p.insts[idx].ID, Members: t.n, FreeMilli: free.cpu, FreeMem: free.mem, FreeGPUs: free.gpus})
-			counted[idx] = heldRoom{c.cpu + min(free.cpu, t.n*r.CPUMilli), c.mem + min(free.mem, t.n*r.Memory), c.gpus + min(free.gpus, t.n*r.GPUs)}
+			g.On = append(g.On, HeldOn{Instance: p.insts[idx].ID, HeldMilli: room.cpu, HeldMem: room.mem, HeldGPUs: room.gpus,
+				FreeMilli: free.cpu, FreeMem: free.mem, FreeGPUs: free.gpus})
+			counted[idx] = heldRoom{c.cpu + min(free.cpu, room.cpu), c.mem + min(free.mem, room.mem), c.gpus + min(free.gpus, room.gpus)}
 		}
 		out = append(out, g)
 	}
 	return out
 }
 
-// gangHold is the room held for one gang: its members' room on each
-// instance (gangTake.s.idx; the slot's values are not used).
+// gangHold is the room held for one gang: on each instance, what its
+// members packed there take.
 type gangHold struct {
-	takes   []gangTake
-	on      bool // held now
-	run     Run  // the gang's first run
+	on    []heldWorker
+	held  bool // held now
+	run   Run  // the gang's shape (gangShape): its queue, its GPUs' type
+	parts []partSize
+	// members of the gang
 	members int64
 }
+
+// heldWorker is the room held for a gang on one instance.
+type heldWorker struct {
+	idx  int32
+	room heldRoom
+}
+
+// partSize is the size of a gang's part, and its members.
+type partSize struct{ cpu, mem, gpus, n int64 }
 
 // membersIn is how many jobs of run r fit in cpu, mem and gpus.
 func membersIn(r *Run, cpu, mem, gpus int64) int64 {
@@ -669,17 +687,21 @@ func (p *packer) reachGang(unit []Run) {
 	if len(p.holds) >= maxGangHolds {
 		return
 	}
-	shape := gangShape(unit)
-	if h := p.chooseHold(&shape, members(unit), p.byTree); h != nil {
-		h.run, h.members = shape, members(unit)
+	parts := gangParts(unit)
+	if h := p.chooseHold(unit, parts, p.byTree); h != nil {
+		h.run, h.members = gangShape(unit), members(unit)
+		for _, pt := range parts {
+			h.parts = append(h.parts, partSize{pt.r.CPUMilli, pt.r.Memory, pt.r.GPUs, pt.n})
+		}
 		p.holds[key] = h
 		p.hold(h, 1)
 	}
 }
 
-// chooseHold picks the workers to hold for n members of run r's gang
-// (nil: none would start it).
-func (p *packer) chooseHold(r *Run, n int64, byTree [][]int32) *gangHold {
+// chooseHold picks the workers to hold for a gang (its runs in unit, in
+// parts; nil: none would start it).
+func (p *packer) chooseHold(unit []Run, parts []gangPart, byTree [][]int32) *gangHold {
+	r := &unit[0]
 	if p.gangVisits >= maxGangVisits {
 		return nil // the round's search for gangs is spent
 	}
@@ -687,7 +709,7 @@ func (p *packer) chooseHold(r *Run, n int64, byTree [][]int32) *gangHold {
 		return nil
 	}
 	if p.queue(r) != nil {
-		if got, _, _ := p.quotaRoom(r, n); got < n {
+		if _, _, _, ok := p.gangQuota(parts); !ok {
 			return nil
 		}
 		// Nor while the idle guarantees other queues keep leave the
@@ -696,18 +718,20 @@ func (p *packer) chooseHold(r *Run, n int64, byTree [][]int32) *gangHold {
 		for i := range p.insts {
 			total += p.insts[i].CPUMilli
 		}
-		if total-p.keptFrom(r) < n*r.CPUMilli {
+		if total-p.keptFrom(r) < gangCores(unit) {
 			return nil
 		}
 	}
 	// A gang of the same members, as many or more, under the same
 	// constraint and uniformity, found no room to hold this round: nor
-	// does this one (what may be held only shrinks).
-	key := holdKey{r.Constraint, r.GangUniform, r.CPUMilli, r.Memory, r.GPUs}
+	// does this one (what may be held only shrinks). A gang of several
+	// sizes: the same parts.
+	n := members(unit)
+	key := holdKey{r.Constraint, r.GangUniform, r.CPUMilli, r.Memory, r.GPUs, partsKey(parts)}
 	if m, ok := p.holdFailed[key]; ok && n >= m {
 		return nil
 	}
-	h := p.pickHold(r, n, byTree)
+	h := p.pickHold(r, parts, byTree)
 	if h == nil {
 		if p.holdFailed == nil {
 			p.holdFailed = map[holdKey]int64{}
@@ -724,20 +748,49 @@ type holdKey struct {
 	constraint     int32
 	uniform        string
 	cpu, mem, gpus int64
+	parts          string // partsKey
 }
 
-// pickHold is chooseHold's search.
-func (p *packer) pickHold(r *Run, n int64, byTree [][]int32) *gangHold {
+// pickHold is chooseHold's search: in each set of workers that may hold
+// the gang together, those with the most room free now first, it packs
+// the gang's parts into what each worker has once the jobs there end (less
+// what other gangs hold), as fitGang packs into free room; of the sets
+// that hold it, the one whose workers have the most of its cores free now.
+func (p *packer) pickHold(r *Run, parts []gangPart, byTree [][]int32) *gangHold {
 	quota, strategy := p.rankBy(r)
 	k := p.constraint(r)
 	label := strings.TrimPrefix(r.GangUniform, "label:")
 	byLabel := label != r.GangUniform
+	var need, smallest int64 // the gang's cores, its smallest member's
+	smallest = math.MaxInt64
+	for _, pt := range parts {
+		need += pt.n * pt.r.CPUMilli
+		smallest = min(smallest, pt.r.CPUMilli)
+	}
 	type cand struct {
 		idx       int32
-		free, cap int64  // members' room now, and once the jobs there end
+		free, cap int64  // cores free now, and once the jobs there end
 		value     string // of the gang's label
 	}
-	var best []gangTake
+	var idx int32
+	fits := func(pt *gangPart, cpu, mem, gpus int64) bool {
+		inst := &p.insts[idx]
+		if !p.constraint(pt.r).HoldsGPUs(pt.r.GPUs, inst.GPUType, gpus) {
+			return false
+		}
+		if len(p.filters) > 0 {
+			c := p.candidate(idx, p.slots[idx].free, p.slots[idx].mem)
+			if rejects(p.filters, &c, pt.r) != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	var rev []int
+	for range parts {
+		rev = append([]int{len(rev)}, rev...)
+	}
+	var best *gangHold
 	bestReady := int64(-1)
 	// consider picks from one set of workers that may hold the gang
 	// together: the most room now first.
@@ -746,8 +799,8 @@ func (p *packer) pickHold(r *Run, n int64, byTree [][]int32) *gangHold {
 		for _, c := range cs {
 			all += c.cap
 		}
-		if all < n {
-			return // too few for it (sorted for nothing)
+		if all < need {
+			return // too few cores for it (sorted for nothing)
 		}
 		slices.SortFunc(cs, func(a, b cand) int {
 			if a.free != b.free {
@@ -758,25 +811,49 @@ func (p *packer) pickHold(r *Run, n int64, byTree [][]int32) *gangHold {
 			}
 			return cmp.Compare(p.insts[a.idx].ID, p.insts[b.idx].ID)
 		})
-		var takes []gangTake
-		var got, ready int64
-		for _, c := range cs {
-			m := min(c.cap, n-got)
-			takes = append(takes, gangTake{slot{idx: c.idx}, m, 0})
-			got += m
-			ready += min(c.free, m)
-			if got >= n {
-				break
+		for _, order := range [][]int{nil, rev} {
+			left := make([]int64, len(parts))
+			for i, pt := range parts {
+				left[i] = pt.n
 			}
-		}
-		if got >= n && ready > bestReady {
-			best, bestReady = takes, ready
+			var on []heldWorker
+			var ready int64
+			done := false
+			for _, c := range cs {
+				idx = c.idx
+				inst, h := &p.insts[c.idx], p.held[c.idx]
+				takes := packOn(slot{idx: c.idx}, parts, order, left, inst.CPUMilli-h.cpu, inst.Memory-h.mem, inst.GPUs-h.gpus, fits, nil)
+				if len(takes) == 0 {
+					continue
+				}
+				var room heldRoom
+				for _, t := range takes {
+					pt := parts[t.part].r
+					room.cpu += t.n * pt.CPUMilli
+					room.mem += t.n * pt.Memory
+					room.gpus += t.n * pt.GPUs
+				}
+				on = append(on, heldWorker{c.idx, room})
+				ready += min(c.free, room.cpu)
+				if done = !slices.ContainsFunc(left, func(m int64) bool { return m > 0 }); done {
+					break
+				}
+			}
+			if done {
+				if ready > bestReady {
+					best, bestReady = &gangHold{on: on}, ready
+				}
+				return
+			}
+			if len(parts) == 1 {
+				return
+			}
 		}
 	}
 	for _, c := range p.ranker.Order(strategy, p.allowedFor(r), quota, nil) {
 		for _, ts := range p.gangSets(r, c) {
 			var cs []cand
-			var byValue map[string]int64 // members' room per label value
+			var byValue map[string]int64 // cores' room per label value
 			if byLabel {
 				byValue = map[string]int64{}
 			}
@@ -787,17 +864,11 @@ func (p *packer) pickHold(r *Run, n int64, byTree [][]int32) *gangHold {
 				p.gangVisits += len(byTree[t]) // the round's bound on gang searches
 				for _, idx := range byTree[t] {
 					inst, h, s := &p.insts[idx], p.held[idx], p.slots[idx]
-					if !k.HoldsGPUs(r.GPUs, inst.GPUType, inst.GPUs-h.gpus) || !k.AllowsLabels(inst.Labels) || !k.AllowsSpot(inst.Spot) {
+					if !k.AllowsLabels(inst.Labels) || !k.AllowsSpot(inst.Spot) {
 						continue
 					}
-					if len(p.filters) > 0 {
-						c := p.candidate(idx, s.free, s.mem)
-						if rejects(p.filters, &c, r) != 0 {
-							continue
-						}
-					}
-					cd := cand{idx, membersIn(r, s.free, s.mem, p.freeGPU[idx]), membersIn(r, inst.CPUMilli-h.cpu, inst.Memory-h.mem, inst.GPUs-h.gpus), ""}
-					if cd.cap <= 0 {
+					cd := cand{idx, max(s.free, 0), inst.CPUMilli - h.cpu, ""}
+					if cd.cap < smallest || cd.cap <= 0 {
 						continue
 					}
 					if byLabel {
@@ -817,7 +888,7 @@ func (p *packer) pickHold(r *Run, n int64, byTree [][]int32) *gangHold {
 			}
 			// Each value that could hold the gang, in value order (one
 			// slice, no list per value: a value per worker is allowed).
-			cs = slices.DeleteFunc(cs, func(c cand) bool { return byValue[c.value] < n })
+			cs = slices.DeleteFunc(cs, func(c cand) bool { return byValue[c.value] < need })
 			slices.SortStableFunc(cs, func(a, b cand) int { return strings.Compare(a.value, b.value) })
 			for i := 0; i < len(cs); {
 				j := i + 1
@@ -829,19 +900,15 @@ func (p *packer) pickHold(r *Run, n int64, byTree [][]int32) *gangHold {
 			}
 		}
 	}
-	if best == nil {
-		return nil
-	}
-	return &gangHold{takes: best}
+	return best
 }
 
 // hold holds the room of h (sign 1), or gives it back (-1).
 func (p *packer) hold(h *gangHold, sign int64) {
-	r := &h.run
-	h.on = sign > 0
-	for _, t := range h.takes {
-		idx := t.s.idx
-		cpu, mem, gpus := sign*t.n*r.CPUMilli, sign*t.n*r.Memory, sign*t.n*r.GPUs
+	h.held = sign > 0
+	for _, w := range h.on {
+		idx := w.idx
+		cpu, mem, gpus := sign*w.room.cpu, sign*w.room.mem, sign*w.room.gpus
 		p.held[idx].cpu += cpu
 		p.held[idx].mem += mem
 		p.held[idx].gpus += gpus
@@ -882,19 +949,18 @@ func (p *packer) heldTakes(h *gangHold, parts []gangPart) ([]gangTake, int64) {
 	for range parts {
 		rev = append([]int{len(rev)}, rev...)
 	}
-	r := &h.run
 	for _, order := range [][]int{nil, rev} {
 		var takes []gangTake
 		left := make([]int64, len(parts))
 		for i, pt := range parts {
 			left[i] = pt.n
 		}
-		for _, t := range h.takes {
-			idx = t.s.idx
+		for _, w := range h.on {
+			idx = w.idx
 			s, gpus := p.slots[idx], p.freeGPU[idx]
-			if h.on {
+			if h.held {
 				// Counted with its own hold (what it may start in), for why.
-				s.free, s.mem, gpus = s.free+t.n*r.CPUMilli, s.mem+t.n*r.Memory, gpus+t.n*r.GPUs
+				s.free, s.mem, gpus = s.free+w.room.cpu, s.mem+w.room.mem, gpus+w.room.gpus
 			}
 			takes = packOn(s, parts, order, left, s.free, s.mem, gpus, fits, takes)
 		}

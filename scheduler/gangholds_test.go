@@ -122,7 +122,7 @@ func TestGangHoldBackfillsAboveIt(t *testing.T) {
 	}
 	for _, on := range out.Holds[0].On {
 		// Worker 1: 6 cores free; worker 2: 16, less the job above the hold.
-		if want := map[uint32]int64{1: Cores(6), 2: Cores(12)}[on.Instance]; on.Members != 1 || on.FreeMilli != want {
+		if want := map[uint32]int64{1: Cores(6), 2: Cores(12)}[on.Instance]; on.HeldMilli != Cores(12) || on.HeldMem != GiB || on.FreeMilli != want {
 			t.Fatalf("held on %+v; want 1 member's room, %d millicores free", on, want)
 		}
 	}

@@ -166,25 +166,24 @@ func (in *PreemptInput) AddHolds(holds []GangHold) {
 				continue // GPUs of a type the fleet has none of
 			}
 		}
-		one := in.res(nil)
-		one[0], one[1] = h.CPUMilli, h.Memory
-		if h.GPUs > 0 {
-			one[2+gpu] = h.GPUs
-		}
 		ph := PreemptHold{Queue: q, Demand: in.res(nil)}
-		addTo(ph.Demand, one, h.Members)
+		ph.Demand[0], ph.Demand[1] = h.CPUMilli, h.Memory
+		if h.GPUs > 0 {
+			ph.Demand[2+gpu] = h.GPUs
+		}
 		for _, on := range h.On {
 			held, free := in.res(nil), in.res(nil)
-			addTo(held, one, on.Members)
+			held[0], held[1] = on.HeldMilli, on.HeldMem
 			free[0], free[1] = on.FreeMilli, on.FreeMem
 			if h.GPUs > 0 {
+				held[2+gpu] = on.HeldGPUs
 				free[2+gpu] = on.FreeGPUs
 			}
 			need, part := in.res(nil), in.res(nil)
 			for k := range need {
 				need[k] = held[k] - free[k]
 			}
-			cpu, mem, gpus := h.HeldNow(on)
+			cpu, mem, gpus := on.HeldNow()
 			part[0], part[1] = cpu, mem
 			if h.GPUs > 0 {
 				part[2+gpu] = gpus

@@ -40,8 +40,8 @@ func TestPreemptFreesHeldRoomForAGang(t *testing.T) {
 	}
 
 	in = gangReclaim()
-	in.AddHolds([]GangHold{{Batch: 9, Gang: 1, Queue: "mpi", Members: 2, CPUMilli: 8000, Memory: 8 << 30,
-		On: []HeldOn{{Instance: 1, Members: 1}, {Instance: 2, Members: 1}}}})
+	in.AddHolds([]GangHold{{Batch: 9, Gang: 1, Queue: "mpi", Members: 2, CPUMilli: 16000, Memory: 16 << 30,
+		On: []HeldOn{{Instance: 1, HeldMilli: 8000, HeldMem: 8 << 30}, {Instance: 2, HeldMilli: 8000, HeldMem: 8 << 30}}}})
 	if len(in.Holds) != 1 || in.Holds[0].Demand[0] != 16_000 || in.Holds[0].On[0].Need[0] != 8000 || in.Holds[0].On[0].Need[1] != 8<<30 {
 		t.Fatalf("holds %+v; want the gang's 16 cores, 8 to free on each worker", in.Holds)
 	}
@@ -59,8 +59,8 @@ func TestPreemptFreesHeldRoomForAGang(t *testing.T) {
 	in = gangReclaim()
 	in.Attempts[0].Stopping, in.Attempts[4].Stopping = true, true
 	in.Queues[1].Used = Res{30_000, 30 << 30}
-	in.AddHolds([]GangHold{{Batch: 9, Gang: 1, Queue: "mpi", Members: 2, CPUMilli: 8000, Memory: 8 << 30,
-		On: []HeldOn{{Instance: 1, Members: 1}, {Instance: 2, Members: 1, FreeMilli: 1000, FreeMem: 1 << 30}}}})
+	in.AddHolds([]GangHold{{Batch: 9, Gang: 1, Queue: "mpi", Members: 2, CPUMilli: 16000, Memory: 16 << 30,
+		On: []HeldOn{{Instance: 1, HeldMilli: 8000, HeldMem: 8 << 30}, {Instance: 2, HeldMilli: 8000, HeldMem: 8 << 30, FreeMilli: 1000, FreeMem: 1 << 30}}}})
 	out = Preempt(in)
 	on = map[uint32]int{}
 	for _, v := range out.Victims {
@@ -72,7 +72,7 @@ func TestPreemptFreesHeldRoomForAGang(t *testing.T) {
 
 	// A hold of a queue the input does not have claims nothing.
 	in = gangReclaim()
-	in.AddHolds([]GangHold{{Batch: 9, Gang: 1, Queue: "elsewhere", Members: 2, CPUMilli: 8000}})
+	in.AddHolds([]GangHold{{Batch: 9, Gang: 1, Queue: "elsewhere", Members: 2, CPUMilli: 16000}})
 	if len(in.Holds) != 0 {
 		t.Fatalf("holds %+v for a queue not in the input", in.Holds)
 	}

@@ -744,7 +744,7 @@ func plannerInput(st *view.Autoscale, demand func(budget int64) *view.Demand, no
 	heldOn := map[uint32][3]int64{}
 	for i := range held {
 		for _, on := range held[i].On {
-			cpu, mem, gpus := held[i].HeldNow(on)
+			cpu, mem, gpus := on.HeldNow()
 			h := heldOn[on.Instance]
 			heldOn[on.Instance] = [3]int64{h[0] + cpu, h[1] + mem, h[2] + gpus}
 		}

@@ -88,12 +88,12 @@ func TestHeldRoomIsNotFreeForOtherJobs(t *testing.T) {
 		launch bool
 	}{
 		{"no hold", nil, 0, 8000, false},
-		{"held", []scheduler.GangHold{{Batch: 9, Gang: 1, Members: 2, CPUMilli: 4000, Memory: 1 << 30,
-			On: []scheduler.HeldOn{{Members: 2, FreeMilli: 8000, FreeMem: 32 << 30}}}}, 0, 0, true},
+		{"held", []scheduler.GangHold{{Batch: 9, Gang: 1, Members: 2, CPUMilli: 8000, Memory: 2 << 30,
+			On: []scheduler.HeldOn{{HeldMilli: 8000, HeldMem: 2 << 30, FreeMilli: 8000, FreeMem: 32 << 30}}}}, 0, 0, true},
 		{"half held", []scheduler.GangHold{{Batch: 9, Gang: 1, Members: 1, CPUMilli: 4000, Memory: 1 << 30,
-			On: []scheduler.HeldOn{{Members: 1, FreeMilli: 8000, FreeMem: 32 << 30}}}}, 0, 4000, false},
-		{"an old hold", []scheduler.GangHold{{Batch: 9, Gang: 1, Members: 2, CPUMilli: 4000, Memory: 1 << 30,
-			On: []scheduler.HeldOn{{Members: 2, FreeMilli: 8000, FreeMem: 32 << 30}}}}, 2 * maxHoldAge, 8000, false},
+			On: []scheduler.HeldOn{{HeldMilli: 4000, HeldMem: 1 << 30, FreeMilli: 8000, FreeMem: 32 << 30}}}}, 0, 4000, false},
+		{"an old hold", []scheduler.GangHold{{Batch: 9, Gang: 1, Members: 2, CPUMilli: 8000, Memory: 2 << 30,
+			On: []scheduler.HeldOn{{HeldMilli: 8000, HeldMem: 2 << 30, FreeMilli: 8000, FreeMem: 32 << 30}}}}, 2 * maxHoldAge, 8000, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := state.NewHarness(t, nil)
