@@ -183,6 +183,19 @@ type Shape struct {
 	// gang_uniformity ("pool", "label:KEY"; "": the cluster).
 	Gang        uint64
 	GangUniform string
+	// Parts, for a gang of members of several sizes (a job group's: a
+	// launcher beside its ranks), are its members by size, the largest
+	// first, each with its Count; the shape's own size is then as large
+	// as the largest in each resource, and its Count all of them.
+	Parts []Shape
+}
+
+// parts are a gang's members by size: Parts, or the shape itself.
+func (sh *Shape) parts() []Shape {
+	if len(sh.Parts) > 0 {
+		return sh.Parts
+	}
+	return []Shape{*sh}
 }
 
 // Input is a copy of what the autoscaler needs to decide.
@@ -580,14 +593,22 @@ func (p *planner) growGang(si int, sh *Shape, launched map[string]int) {
 		}
 		return out
 	}
-	// try fits the gang in the rooms at idx, and keeps what it took when
-	// all of it fits, returning how many members it could not place.
-	try := func(idx []int, commit func(left int64) bool) int64 {
+	parts := sh.parts()
+	for i := range parts {
+		parts[i].Constraint = sh.Constraint
+	}
+	// try fits the gang in the rooms at idx, each part in turn, and keeps
+	// what it took when all of it fits, returning how many members of
+	// each part it could not place.
+	try := func(idx []int, commit func(left []int64) bool) []int64 {
 		trial := make([]Room, len(idx))
 		for j, i := range idx {
 			trial[j] = p.free[i]
 		}
-		left := p.fitFree(trial, sh)
+		left := make([]int64, len(parts))
+		for k := range parts {
+			left[k] = p.fitFree(trial, &parts[k])
+		}
 		if commit(left) {
 			for j, i := range idx {
 				p.free[i] = trial[j]
@@ -595,6 +616,7 @@ func (p *planner) growGang(si int, sh *Shape, launched map[string]int) {
 		}
 		return left
 	}
+	none := func(left []int64) bool { return !slices.ContainsFunc(left, func(n int64) bool { return n > 0 }) }
 	if !strings.HasPrefix(sh.GangUniform, "label:") {
 		seen := map[[2]string]bool{}
 		for i := range p.free {
@@ -606,7 +628,7 @@ func (p *planner) growGang(si int, sh *Shape, launched map[string]int) {
 				continue
 			}
 			seen[key] = true
-			if try(rooms(key[0], key[1]), func(left int64) bool { return left == 0 }) == 0 {
+			if none(try(rooms(key[0], key[1]), none)) {
 				return
 			}
 		}
@@ -623,22 +645,26 @@ func (p *planner) growGang(si int, sh *Shape, launched map[string]int) {
 			p.out.Skipped[c.Name] = r
 			continue
 		}
-		per := fits(sh.Count, c.CPUMilli, c.Memory, c.GPUs, sh)
-		if per <= 0 {
-			continue
+		if slices.ContainsFunc(parts, func(pt Shape) bool { return fits(1, c.CPUMilli, c.Memory, c.GPUs, &pt) <= 0 }) {
+			continue // a member no machine of it holds
 		}
 		var idx []int
 		if !strings.HasPrefix(sh.GangUniform, "label:") {
 			idx = rooms(c.Cluster, c.Pool)
 		}
 		// What the cluster's free room and the config's machines coming
-		// up take, on trial, and the new machines for the rest.
+		// up take, on trial, and new machines for the rest, packed as
+		// they come (each new one filled, the largest members first).
 		bins := slices.Clone(p.openBins[c.Name])
-		var need, rest int64
+		var need int64
+		var rest []int64
 		ok := false
-		try(idx, func(left int64) bool {
-			rest = fillBins(bins, sh, left)
-			need = (rest + per - 1) / per
+		try(idx, func(left []int64) bool {
+			rest = slices.Clone(left)
+			for k := range parts {
+				rest[k] = fillBins(bins, &parts[k], rest[k])
+			}
+			need = newMachines(c, parts, slices.Clone(rest))
 			if r := p.cappedFor(c, need); r != "" {
 				if why == "" {
 					why = r
@@ -664,14 +690,31 @@ func (p *planner) growGang(si int, sh *Shape, launched map[string]int) {
 		}
 		if need > 0 {
 			p.out.served[si] = append(p.out.served[si], c.Name)
-			p.fill(c.Name, sh, rest)
+			for k := range parts {
+				p.fill(c.Name, &parts[k], rest[k])
+			}
 		}
 		return
 	}
 	if why == "" {
 		why = fmt.Sprintf("no launch config can hold its gang of %d in one cluster", sh.Count)
 	}
-	p.hold(sh.CPUMilli*sh.Count, sh.Count, why, marked)
+	p.hold(sh.cores(sh.Count), sh.Count, why, marked)
+}
+
+// newMachines is how many new machines of config c hold left members of
+// each part, each machine filled in turn, the largest members first (each
+// part's members fit one machine alone).
+func newMachines(c *LaunchConfig, parts []Shape, left []int64) int64 {
+	var n int64
+	for slices.ContainsFunc(left, func(m int64) bool { return m > 0 }) {
+		b := bin{c.CPUMilli, c.Memory, c.GPUs}
+		for k := range parts {
+			left[k] -= take(left[k], &b.cpu, &b.mem, &b.gpus, &parts[k])
+		}
+		n++
+	}
+	return n
 }
 
 // cappedFor says which node or $/hour cap stops n more machines of config

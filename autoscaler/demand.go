@@ -61,7 +61,7 @@ func WindowedDemand(users []UserQueue, budget int64) []Shape {
 				// by all but one member, as a run by one job.)
 				n = min(n, (left+sh.CPUMilli-1)/sh.CPUMilli)
 			}
-			left -= n * sh.CPUMilli
+			left -= sh.cores(n)
 			k := keyOf(&sh)
 			if i, ok := index[k]; ok {
 				out[i].Count += n
@@ -73,6 +73,19 @@ func WindowedDemand(users []UserQueue, budget int64) []Shape {
 		}
 	}
 	return out
+}
+
+// cores is the millicores of n jobs of the shape (of a gang of several
+// sizes: all its members).
+func (sh *Shape) cores(n int64) int64 {
+	if len(sh.Parts) == 0 {
+		return n * sh.CPUMilli
+	}
+	var c int64
+	for _, pt := range sh.Parts {
+		c += pt.Count * pt.CPUMilli
+	}
+	return c
 }
 
 // shapeKey identifies shapes that may be merged.

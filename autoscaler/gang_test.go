@@ -82,3 +82,38 @@ func TestWindowedDemandKeepsGangsWhole(t *testing.T) {
 		t.Fatalf("demand %+v; want two gangs of 8 apart and the 4 plain jobs", d)
 	}
 }
+
+// TestPlanLaunchesForAGangOfSeveralSizes: a gang of a launcher of 1 core
+// and two ranks of 8 GPUs asks for machines by its members' own sizes:
+// the two ranks' machines hold the launcher too (two 8-GPU machines, not
+// three as for members each as large as the largest); a launcher no
+// machine of a config holds rules the config out.
+func TestPlanLaunchesForAGangOfSeveralSizes(t *testing.T) {
+	gpu := cfg("gpu", 16, 8)
+	gpu.GPUType, gpu.GPUs = "a100", 8
+	launcher := Shape{CPUMilli: 1000, Memory: 1 << 30, Count: 1}
+	ranks := Shape{CPUMilli: 8000, Memory: 8 << 30, GPUs: 8, Count: 2}
+	sh := Shape{CPUMilli: 8000, Memory: 8 << 30, GPUs: 8, Count: 3, Gang: 1, Parts: []Shape{ranks, launcher}}
+	sh.Constraint.GPUType = "a100"
+	in := &Input{Now: t0, Configs: []LaunchConfig{gpu}, Demand: []Shape{sh}}
+	out := Plan(in)
+	if len(out.Launches) != 1 || out.Launches[0].Count != 2 {
+		t.Fatalf("launches %+v; want 2 × gpu for the ranks, the launcher beside one", out.Launches)
+	}
+	// A launcher of 64 GiB: no gpu machine (64 GiB) holds it beside a
+	// rank, so a third machine; of 128 GiB, none holds it at all.
+	for mem, want := range map[int64]int{56 << 30: 2, 64 << 30: 3, 128 << 30: 0} {
+		big := sh
+		big.Parts = []Shape{ranks, {CPUMilli: 1000, Memory: mem, Count: 1}}
+		big.Memory = max(ranks.Memory, mem)
+		in.Demand = []Shape{big}
+		out = Plan(in)
+		got := 0
+		for _, l := range out.Launches {
+			got += l.Count
+		}
+		if got != want {
+			t.Fatalf("a launcher of %d GiB: launches %+v (held %+v); want %d machines", mem>>30, out.Launches, out.Held, want)
+		}
+	}
+}

@@ -769,6 +769,9 @@ func plannerInput(st *view.Autoscale, demand func(budget int64) *view.Demand, no
 		users[i] = autoscaler.UserQueue{Name: u.Name, RunningMilli: u.RunningMilli, PastMilli: u.PastMilli, Ready: make([]autoscaler.Shape, 0, len(u.Shapes))}
 		for _, sh := range u.Shapes {
 			ash := autoscaler.Shape{CPUMilli: sh.CPUMilli, Memory: sh.Memory, GPUs: sh.GPUs, Count: sh.Count, Gang: sh.Gang, GangUniform: sh.GangUniform}
+			for _, pt := range sh.Parts {
+				ash.Parts = append(ash.Parts, autoscaler.Shape{CPUMilli: pt.CPUMilli, Memory: pt.Memory, GPUs: pt.GPUs, Count: pt.Count})
+			}
 			if sh.Constraint > 0 {
 				ash.Constraint = d.Constraints[sh.Constraint-1]
 			}

@@ -178,6 +178,9 @@ type DemandShape struct {
 	// job) whose Count members the shape is, whole (autoscaler.Shape).
 	Gang        uint64
 	GangUniform string
+	// Parts, for a gang of members of several sizes, are its members by
+	// size (the largest first), each with its Count (autoscaler.Shape).
+	Parts []DemandShape
 }
 
 // Demand is the head of every user's ready queue within the autoscaler's
@@ -238,7 +241,11 @@ func autoscaleDemand(r state.Reader, budget, memStep, now int64) *Demand {
 	}
 	// One index for every user, cleared between them: a map per user
 	// was most of a decision's time with 500 users.
-	index := map[DemandShape]int{}
+	type shapeKey struct {
+		cpu, mem, gpus int64
+		constraint     int32
+	}
+	index := map[shapeKey]int{}
 	// What each leaf queue's quota, and those above it, still admit:
 	// jobs past it would wait for the queue's own jobs to end, not for a
 	// machine. Placement's queue rule, with the demand so far counted as
@@ -297,12 +304,33 @@ func autoscaleDemand(r state.Reader, budget, memStep, now int64) *Demand {
 							big = m.Spec // the GPUs' type
 						}
 						sh.CPUMilli, sh.Memory, sh.GPUs = max(sh.CPUMilli, m.Spec.CPUMilli), max(sh.Memory, m.Spec.Memory), max(sh.GPUs, gpus)
+						part := DemandShape{CPUMilli: m.Spec.CPUMilli, Memory: roundUp(m.Spec.Memory, memStep), GPUs: gpus, Count: k}
+						if j := slices.IndexFunc(sh.Parts, func(x DemandShape) bool {
+							return x.CPUMilli == part.CPUMilli && x.Memory == part.Memory && x.GPUs == part.GPUs
+						}); j >= 0 {
+							sh.Parts[j].Count += k
+						} else {
+							sh.Parts = append(sh.Parts, part)
+						}
 					}
 					if !ok || n == 0 {
 						continue
 					}
 					left -= cpu
 					sh.Memory, sh.Count = roundUp(sh.Memory, memStep), n
+					if len(sh.Parts) < 2 {
+						sh.Parts = nil // one size: the shape itself
+					} else {
+						slices.SortStableFunc(sh.Parts, func(a, b DemandShape) int {
+							if c := cmp.Compare(b.CPUMilli, a.CPUMilli); c != 0 {
+								return c
+							}
+							if c := cmp.Compare(b.Memory, a.Memory); c != 0 {
+								return c
+							}
+							return cmp.Compare(b.GPUs, a.GPUs)
+						})
+					}
 					sh.Gang, sh.GangUniform = b.ID<<32|uint64(first), g.Uniform
 					sh.Constraint = constraintIndex(r.Constraint(b, big))
 					du.Shapes = append(du.Shapes, sh)
@@ -319,15 +347,16 @@ func autoscaleDemand(r state.Reader, budget, memStep, now int64) *Demand {
 				quotas.charge(leaf, size, n)
 				left -= n * sp.CPUMilli
 				_, gpus := sp.GPUs()
-				key := DemandShape{CPUMilli: sp.CPUMilli, Memory: roundUp(sp.Memory, memStep), GPUs: gpus}
-				key.Constraint = constraintIndex(r.Constraint(b, sp))
+				sh := DemandShape{CPUMilli: sp.CPUMilli, Memory: roundUp(sp.Memory, memStep), GPUs: gpus}
+				sh.Constraint = constraintIndex(r.Constraint(b, sp))
+				key := shapeKey{sh.CPUMilli, sh.Memory, sh.GPUs, sh.Constraint}
 				if i, ok := index[key]; ok {
 					du.Shapes[i].Count += n
 					continue
 				}
 				index[key] = len(du.Shapes)
-				key.Count = n
-				du.Shapes = append(du.Shapes, key)
+				sh.Count = n
+				du.Shapes = append(du.Shapes, sh)
 			}
 		}
 		d.Users = append(d.Users, du)

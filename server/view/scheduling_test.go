@@ -382,9 +382,10 @@ func TestDemandListsAGangWhole(t *testing.T) {
 
 // TestDemandListsAGangOfSeveralSizes: a job group's gang of a launcher (1
 // core, 8 GiB) and three ranks (4 cores, 2 GiB) is one shape of four
-// members each as large as its largest in each resource (4 cores, 8 GiB:
-// room for them holds the gang however it is packed); its queue's quota
-// counts the members' sum (13 cores): 12 cores is no demand.
+// members as large as its largest in each resource (4 cores, 8 GiB), with
+// its parts by size, the largest first, for the autoscaler to pack; its
+// queue's quota counts the members' sum (13 cores): 12 cores is no
+// demand.
 func TestDemandListsAGangOfSeveralSizes(t *testing.T) {
 	h := state.NewHarness(t, nil)
 	launcher := spec("launcher", 1)
@@ -399,8 +400,9 @@ func TestDemandListsAGangOfSeveralSizes(t *testing.T) {
 	if len(d.Users) != 1 || len(d.Users[0].Shapes) != 1 {
 		t.Fatalf("demand %+v; want one shape: the gang", d.Users)
 	}
-	if sh := d.Users[0].Shapes[0]; sh.Count != 4 || sh.Gang == 0 || sh.CPUMilli != 4000 || sh.Memory < 8<<30 {
-		t.Fatalf("shape %+v; want 4 members of 4 cores and 8 GiB", sh)
+	if sh := d.Users[0].Shapes[0]; sh.Count != 4 || sh.Gang == 0 || sh.CPUMilli != 4000 || sh.Memory < 8<<30 ||
+		len(sh.Parts) != 2 || sh.Parts[0].CPUMilli != 4000 || sh.Parts[0].Count != 3 || sh.Parts[1].CPUMilli != 1000 || sh.Parts[1].Count != 1 || sh.Parts[1].Memory < 8<<30 {
+		t.Fatalf("shape %+v; want 4 members of up to 4 cores and 8 GiB: 3 ranks of 4 cores, a launcher of 8 GiB", sh)
 	}
 	for quota, want := range map[int64]int{12000: 0, 13000: 1} {
 		h.Must(&state.SetTeam{Now: h.Tick(), Team: state.Team{Name: "genomics", Projects: []string{"default"}, QuotaMilli: quota}})
