@@ -193,7 +193,7 @@ type Shape struct {
 // parts are a gang's members by size: Parts, or the shape itself.
 func (sh *Shape) parts() []Shape {
 	if len(sh.Parts) > 0 {
-		return sh.Parts
+		return slices.Clone(sh.Parts) // the input is the caller's
 	}
 	return []Shape{*sh}
 }
@@ -664,7 +664,7 @@ func (p *planner) growGang(si int, sh *Shape, launched map[string]int) {
 			for k := range parts {
 				rest[k] = fillBins(bins, &parts[k], rest[k])
 			}
-			need = newMachines(c, parts, slices.Clone(rest))
+			need = newMachines(c, parts, rest)
 			if r := p.cappedFor(c, need); r != "" {
 				if why == "" {
 					why = r
@@ -703,16 +703,29 @@ func (p *planner) growGang(si int, sh *Shape, launched map[string]int) {
 }
 
 // newMachines is how many new machines of config c hold left members of
-// each part, each machine filled in turn, the largest members first (each
-// part's members fit one machine alone).
+// each part (each part's members fit one machine alone), each machine
+// filled in turn: the largest members first, or the smallest first,
+// whichever takes fewer machines (as the scheduler packs a gang).
 func newMachines(c *LaunchConfig, parts []Shape, left []int64) int64 {
-	var n int64
-	for slices.ContainsFunc(left, func(m int64) bool { return m > 0 }) {
-		b := bin{c.CPUMilli, c.Memory, c.GPUs}
-		for k := range parts {
-			left[k] -= take(left[k], &b.cpu, &b.mem, &b.gpus, &parts[k])
+	count := func(backwards bool) int64 {
+		left := slices.Clone(left)
+		var n int64
+		for slices.ContainsFunc(left, func(m int64) bool { return m > 0 }) {
+			b := bin{c.CPUMilli, c.Memory, c.GPUs}
+			for i := range parts {
+				k := i
+				if backwards {
+					k = len(parts) - 1 - i
+				}
+				left[k] -= take(left[k], &b.cpu, &b.mem, &b.gpus, &parts[k])
+			}
+			n++
 		}
-		n++
+		return n
+	}
+	n := count(false)
+	if len(parts) > 1 {
+		n = min(n, count(true))
 	}
 	return n
 }

@@ -626,9 +626,14 @@ type heldWorker struct {
 // partSize is the size of a gang's part, and its members.
 type partSize struct{ cpu, mem, gpus, n int64 }
 
-// membersIn is how many jobs of run r fit in cpu, mem and gpus.
+// membersIn is how many jobs of run r fit in cpu, mem and gpus (a job
+// of no cores needs none: a gang's member of no cores fits beside
+// members that took every core).
 func membersIn(r *Run, cpu, mem, gpus int64) int64 {
-	m := max(cpu, 0) / max(r.CPUMilli, 1)
+	m := int64(math.MaxInt64)
+	if r.CPUMilli > 0 {
+		m = max(cpu, 0) / r.CPUMilli
+	}
 	if r.Memory > 0 {
 		m = min(m, max(mem, 0)/r.Memory)
 	}
