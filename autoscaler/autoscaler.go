@@ -653,8 +653,8 @@ func (p *planner) growGang(si int, sh *Shape, launched map[string]int) {
 			idx = rooms(c.Cluster, c.Pool)
 		}
 		// What the cluster's free room and the config's machines coming
-		// up take, on trial, and new machines for the rest, packed as
-		// they come (each new one filled, the largest members first).
+		// up take, on trial, and new machines for the rest, each filled
+		// in turn (newMachines).
 		bins := slices.Clone(p.openBins[c.Name])
 		var need int64
 		var rest []int64
