@@ -199,6 +199,31 @@ func packOn(s slot, parts []gangPart, order []int, left []int64, cpu, mem, gpus 
 	return takes
 }
 
+// packings are the orders packOn tries a gang's parts in: the largest
+// first (nil), then, for a gang of several sizes, the smallest first,
+// which fills small workers with small members and leaves the large ones
+// whole. Neither is best for every gang (bin packing), and a third would
+// cost a third walk.
+func packings(parts []gangPart) [][]int {
+	if len(parts) < 2 {
+		return [][]int{nil}
+	}
+	rev := make([]int, len(parts))
+	for i := range rev {
+		rev[i] = len(parts) - 1 - i
+	}
+	return [][]int{nil, rev}
+}
+
+// partsLeft is each part's members, all still to place.
+func partsLeft(parts []gangPart) []int64 {
+	left := make([]int64, len(parts))
+	for i, pt := range parts {
+		left[i] = pt.n
+	}
+	return left
+}
+
 // fitGang finds room for all the members of a gang (its runs in unit,
 // split into parts) at once, or says why there is none.
 func (p *packer) fitGang(unit []Run, parts []gangPart) ([]gangTake, Explanation, bool) {
@@ -304,20 +329,13 @@ func (p *packer) fitGang(unit []Run, parts []gangPart) ([]gangTake, Explanation,
 		}
 		return got
 	}
-	newLeft := func() []int64 {
-		left := make([]int64, len(parts))
-		for i, pt := range parts {
-			left[i] = pt.n
-		}
-		return left
-	}
 	// search walks the clusters in order for room for the whole gang.
 	search := func(clusters []int) ([]gangTake, bool) {
 		for _, c := range clusters {
 			for _, ts := range p.gangSets(r, c) {
 				if !byLabel {
 					var takes []gangTake
-					left := newLeft()
+					left := partsLeft(parts)
 					done := false
 					room(ts, func(s slot) bool {
 						done = pack(s, left, &takes)
@@ -342,7 +360,7 @@ func (p *packer) fitGang(unit []Run, parts []gangPart) ([]gangTake, Explanation,
 					}
 					left := lefts[v]
 					if left == nil {
-						left = newLeft()
+						left = partsLeft(parts)
 						lefts[v] = left
 					}
 					t := takes[v]
@@ -363,21 +381,8 @@ func (p *packer) fitGang(unit []Run, parts []gangPart) ([]gangTake, Explanation,
 		}
 		return nil, false
 	}
-	// Two packings of a gang of several sizes: on each worker the
-	// largest members first, then (when that left no room whole) the
-	// smallest first, which fills small workers with small members
-	// and leaves the large ones whole. Neither is best for every gang
-	// (bin packing), and a third would cost a third walk.
-	orders := [][]int{nil}
-	if len(parts) > 1 {
-		rev := make([]int, len(parts))
-		for i := range rev {
-			rev[i] = len(parts) - 1 - i
-		}
-		orders = append(orders, rev)
-	}
 	clusters := p.ranker.Order(strategy, allowed, quota, nil)
-	for _, order = range orders {
+	for _, order = range packings(parts) {
 		if order != nil && p.gangVisits >= maxGangVisits {
 			break
 		}
@@ -791,10 +796,6 @@ func (p *packer) pickHold(r *Run, parts []gangPart, byTree [][]int32) *gangHold 
 		}
 		return true
 	}
-	var rev []int
-	for range parts {
-		rev = append([]int{len(rev)}, rev...)
-	}
 	var best *gangHold
 	bestReady := int64(-1)
 	// consider picks from one set of workers that may hold the gang
@@ -816,11 +817,8 @@ func (p *packer) pickHold(r *Run, parts []gangPart, byTree [][]int32) *gangHold 
 			}
 			return cmp.Compare(p.insts[a.idx].ID, p.insts[b.idx].ID)
 		})
-		for _, order := range [][]int{nil, rev} {
-			left := make([]int64, len(parts))
-			for i, pt := range parts {
-				left[i] = pt.n
-			}
+		for _, order := range packings(parts) {
+			left := partsLeft(parts)
 			var on []heldWorker
 			var ready int64
 			done := false
@@ -848,9 +846,6 @@ func (p *packer) pickHold(r *Run, parts []gangPart, byTree [][]int32) *gangHold 
 				if ready > bestReady {
 					best, bestReady = &gangHold{on: on}, ready
 				}
-				return
-			}
-			if len(parts) == 1 {
 				return
 			}
 		}
@@ -950,16 +945,9 @@ func (p *packer) heldTakes(h *gangHold, parts []gangPart) ([]gangTake, int64) {
 	for _, pt := range parts {
 		n += pt.n
 	}
-	var rev []int
-	for range parts {
-		rev = append([]int{len(rev)}, rev...)
-	}
-	for _, order := range [][]int{nil, rev} {
+	for _, order := range packings(parts) {
 		var takes []gangTake
-		left := make([]int64, len(parts))
-		for i, pt := range parts {
-			left[i] = pt.n
-		}
+		left := partsLeft(parts)
 		for _, w := range h.on {
 			idx = w.idx
 			s, gpus := p.slots[idx], p.freeGPU[idx]
@@ -977,9 +965,6 @@ func (p *packer) heldTakes(h *gangHold, parts []gangPart) ([]gangTake, int64) {
 			return takes, got
 		}
 		most = max(most, got)
-		if len(parts) == 1 {
-			break
-		}
 	}
 	return nil, most
 }
