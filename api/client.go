@@ -1464,11 +1464,16 @@ func (c *Client) RecommendQueues(ctx context.Context, days int, percentile float
 	return &out, nil
 }
 
-// QueueSLO reports each queue's SLO success ratio and usage/capacity
-// ratio over the last days.
-func (c *Client) QueueSLO(ctx context.Context, days int) (*QueueSLOReport, error) {
+// QueueSLO reports each workflow's, queue's and tier's SLO success and
+// each queue's usage/capacity ratio over the last days; a workflow is
+// SLO-successful from threshold (0: the server's default, 0.9).
+func (c *Client) QueueSLO(ctx context.Context, days int, threshold float64) (*QueueSLOReport, error) {
 	var out QueueSLOReport
-	if err := c.Do(ctx, http.MethodGet, "/api/v1/queue-slo?days="+strconv.Itoa(days), nil, &out); err != nil {
+	q := url.Values{"days": {strconv.Itoa(days)}}
+	if threshold != 0 {
+		q.Set("threshold", strconv.FormatFloat(threshold, 'f', -1, 64))
+	}
+	if err := c.Do(ctx, http.MethodGet, "/api/v1/queue-slo?"+q.Encode(), nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -458,6 +458,20 @@ type Batch struct {
 	Actions []string `json:"actions,omitempty"`
 }
 
+// WorkflowAttribute is the batch attribute that names its workflow: the
+// batches of one billing project with one workflow name are the runs
+// whose SLO success drover queue slo reports (Monarch's workflow).
+const WorkflowAttribute = "workflow"
+
+// Workflow is the workflow a batch is a run of: its workflow attribute,
+// or else its name.
+func Workflow(attributes map[string]string, name string) string {
+	if w := attributes[WorkflowAttribute]; w != "" {
+		return w
+	}
+	return name
+}
+
 // Batch actions (Batch.Actions).
 const (
 	ActionCancel = "cancel"
@@ -1644,23 +1658,59 @@ type QueueRecommendations struct {
 // QueueSLO is how a queue's batches met their SLOs over a window (Monarch's
 // SLO success ratio: runs meeting their SLO over runs), and what the queue
 // used of its guarantee (usage/capacity: core-hours used over its
-// guarantee's core-hours in the window; 0 without a guarantee).
+// guarantee's core-hours in the window; 0 without a guarantee). A run is
+// a batch that completed, succeeded or failed; Cancelled counts those
+// cancelled (by a person or a spend limit), which are no runs. In a
+// tier's row, Workflows and SuccessfulWorkflows count the workflows of
+// the tier with a run, and WorkflowSuccessRatio is Monarch's measure of
+// a tier: the share of its workflows that are SLO-successful.
 type QueueSLO struct {
-	Queue         string  `json:"queue"`
-	Runs          int64   `json:"runs"`
-	Met           int64   `json:"met"`
-	SuccessRatio  float64 `json:"success_ratio"`
-	CoreHours     float64 `json:"core_hours"`
-	UsageCapacity float64 `json:"usage_capacity_ratio"`
+	Queue                string  `json:"queue"`
+	Runs                 int64   `json:"runs"`
+	Met                  int64   `json:"met"`
+	Cancelled            int64   `json:"cancelled"`
+	SuccessRatio         float64 `json:"success_ratio"`
+	Workflows            int64   `json:"workflows,omitempty"`
+	SuccessfulWorkflows  int64   `json:"slo_successful_workflows,omitempty"`
+	WorkflowSuccessRatio float64 `json:"workflow_success_ratio,omitempty"`
+	CoreHours            float64 `json:"core_hours"`
+	UsageCapacity        float64 `json:"usage_capacity_ratio"`
 }
 
-// QueueSLOReport is the SLO report of every queue, and per tier (queues
-// grouped by their own name, the last of their path: tier1, tier2, ...).
-type QueueSLOReport struct {
-	Days   int        `json:"days"`
-	Queues []QueueSLO `json:"queues"`
-	Tiers  []QueueSLO `json:"tiers"`
+// WorkflowSLO is one workflow's SLO success over a window: the batches of
+// a billing project with one workflow name (their workflow attribute, or
+// their name). It is SLO-successful when its success ratio is at least the
+// report's threshold. Queue and Tier are its latest run's.
+type WorkflowSLO struct {
+	BillingProject string  `json:"billing_project"`
+	Workflow       string  `json:"workflow"`
+	Queue          string  `json:"queue,omitempty"`
+	Tier           string  `json:"tier,omitempty"`
+	Runs           int64   `json:"runs"`
+	Met            int64   `json:"met"`
+	Cancelled      int64   `json:"cancelled"`
+	SuccessRatio   float64 `json:"success_ratio"`
+	SLOSuccessful  bool    `json:"slo_successful"`
 }
+
+// QueueSLOReport is the SLO report of every queue, per tier (queues
+// grouped by their own name, the last of their path: tier1, tier2, ...)
+// and per workflow, of the runs that completed in the last Days: those
+// the servers hold in memory and those the history store holds. Workflows
+// lists those of the billing projects the caller is a member of (every
+// project's, for an admin); the queue and tier rows count every run.
+// Truncated says the report stopped at MaxSLORuns runs.
+type QueueSLOReport struct {
+	Days      int           `json:"days"`
+	Threshold float64       `json:"threshold"`
+	Queues    []QueueSLO    `json:"queues"`
+	Tiers     []QueueSLO    `json:"tiers"`
+	Workflows []WorkflowSLO `json:"workflows"`
+	Truncated bool          `json:"truncated,omitempty"`
+}
+
+// MaxSLORuns bounds the runs one SLO report reads.
+const MaxSLORuns = 500_000
 
 // PlacementConfig declares clusters with their pools, and queues.
 // Applying it creates or updates what it names; Prune removes queues it

@@ -38,7 +38,15 @@ var (
 	// project NUL day batch seq, user NUL day batch seq → nothing
 	bucketEffByProject = []byte("efficiency-by-project")
 	bucketEffByUser    = []byte("efficiency-by-user")
+	// completed (8 bytes, sign flipped), batch ID → SLORun (JSON); batch
+	// ID → its key there
+	bucketSLO        = []byte("slo-runs")
+	bucketSLOByBatch = []byte("slo-runs-by-batch")
 )
+
+// sloBackfilled marks (in bucketMeta) a store whose batches stored before
+// it kept SLO runs have theirs.
+var sloBackfilled = []byte("slo-runs-backfilled")
 
 // usageValue is a queue sample's amounts.
 type usageValue struct {
@@ -60,13 +68,22 @@ func OpenEmbedded(dir string) (*Embedded, error) {
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketBatches, bucketGroups, bucketJobs, bucketLedger, bucketByBatch, bucketUsage, bucketMeta,
-			bucketEff, bucketEffByProject, bucketEffByUser} {
+			bucketEff, bucketEffByProject, bucketEffByUser, bucketSLO, bucketSLOByBatch} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
 		}
-		if meta := tx.Bucket(bucketMeta); meta.Get([]byte("identity")) == nil {
-			return meta.Put([]byte("identity"), []byte(rand.Text()))
+		meta := tx.Bucket(bucketMeta)
+		if meta.Get([]byte("identity")) == nil {
+			if err := meta.Put([]byte("identity"), []byte(rand.Text())); err != nil {
+				return err
+			}
+		}
+		if meta.Get(sloBackfilled) == nil {
+			if err := backfillSLO(tx); err != nil {
+				return err
+			}
+			return meta.Put(sloBackfilled, []byte{1})
 		}
 		return nil
 	})
@@ -118,6 +135,9 @@ func (e *Embedded) Discard(_ context.Context, batch uint64) error {
 			}
 		}
 		if err := dropEfficiency(tx, prefix); err != nil {
+			return err
+		}
+		if err := putSLORun(tx, batch, nil); err != nil {
 			return err
 		}
 		return tx.Bucket(bucketBatches).Delete(prefix)
@@ -300,10 +320,88 @@ func (e *Embedded) PutBatch(_ context.Context, b Batch, ledger []LedgerRow, effR
 				return err
 			}
 		}
+		var run *SLORun
+		if r, ok := SLORunOf(&b.Batch); ok {
+			run = &r
+		}
+		if err := putSLORun(tx, uint64(b.ID), run); err != nil {
+			return err
+		}
 		written = true
 		return nil
 	})
 	return written, err
+}
+
+// sloKey is a run's key: when it completed, then its batch.
+func sloKey(completed int64, batch uint64) []byte {
+	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(make([]byte, 0, 16), uint64(completed)^(1<<63)), batch)
+}
+
+// putSLORun replaces a batch's SLO run (nil: removes it).
+func putSLORun(tx *bolt.Tx, batch uint64, run *SLORun) error {
+	runs, by := tx.Bucket(bucketSLO), tx.Bucket(bucketSLOByBatch)
+	if old := by.Get(key64(batch)); old != nil {
+		if err := runs.Delete(slices.Clone(old)); err != nil {
+			return err
+		}
+		if err := by.Delete(key64(batch)); err != nil {
+			return err
+		}
+	}
+	if run == nil {
+		return nil
+	}
+	v, err := json.Marshal(run)
+	if err != nil {
+		return err
+	}
+	k := sloKey(run.Completed, batch)
+	if err := runs.Put(k, v); err != nil {
+		return err
+	}
+	return by.Put(key64(batch), k)
+}
+
+// backfillSLO writes the SLO runs of the batches stored before the store
+// kept them, once.
+func backfillSLO(tx *bolt.Tx) error {
+	return tx.Bucket(bucketBatches).ForEach(func(k, v []byte) error {
+		var b Batch
+		if err := json.Unmarshal(v, &b); err != nil {
+			return fmt.Errorf("batch %x: %w", k, err)
+		}
+		if r, ok := SLORunOf(&b.Batch); ok {
+			return putSLORun(tx, uint64(b.ID), &r)
+		}
+		return nil
+	})
+}
+
+// SLORuns implements Store.
+func (e *Embedded) SLORuns(_ context.Context, q SLOQuery, limit int) ([]SLORun, bool, error) {
+	out := []SLORun{}
+	more := false
+	err := e.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketSLO).Cursor()
+		end := sloKey(q.To, 0)
+		for k, v := c.Seek(sloKey(q.From, 0)); k != nil && bytes.Compare(k, end) < 0; k, v = c.Next() {
+			if q.Hide != nil && q.Hide(binary.BigEndian.Uint64(k[8:])) {
+				continue
+			}
+			if len(out) == limit {
+				more = true
+				return nil
+			}
+			var r SLORun
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("history: SLO run %x: %w", k, err)
+			}
+			out = append(out, r)
+		}
+		return nil
+	})
+	return out, more, err
 }
 
 func (e *Embedded) batch(id uint64) (Batch, bool, error) {

@@ -174,6 +174,10 @@ type Store interface {
 	// limit were left out.
 	Efficiency(ctx context.Context, q EfficiencyQuery, limit int) (rows []EfficiencyRow, more bool, err error)
 
+	// SLORuns lists up to limit SLO runs matching q, by completion time,
+	// then batch; more says runs past limit were left out.
+	SLORuns(ctx context.Context, q SLOQuery, limit int) (runs []SLORun, more bool, err error)
+
 	// PutQueueUsage stores queue samples; a sample of a queue at an At
 	// stored before is replaced.
 	PutQueueUsage(ctx context.Context, samples []QueueSample) error

@@ -106,6 +106,18 @@ var migrations = []string{
 		KEY by_project (billing_project, day, batch_id, seq),
 		KEY by_owner (owner, day, batch_id, seq)
 	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+	// Each complete batch that named an SLO or a deadline, as the SLO
+	// report counts it (SLORun), by completion time.
+	11: `CREATE TABLE slo_runs (
+		batch_id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+		billing_project VARCHAR(255) NOT NULL,
+		workflow VARCHAR(1024) NOT NULL,
+		queue VARCHAR(520) NOT NULL,
+		completed BIGINT NOT NULL,
+		met BOOL NOT NULL,
+		cancelled BOOL NOT NULL,
+		KEY by_time (completed, batch_id)
+	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
 }
 
 // SchemaVersion is the schema this binary needs.
@@ -174,7 +186,117 @@ func OpenMySQL(ctx context.Context, dsn string, log *slog.Logger) (*MySQL, error
 		db.Close()
 		return nil, err
 	}
+	if err := m.backfillSLO(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
 	return m, nil
+}
+
+// backfillSLO writes the SLO runs of the batches stored before the store
+// kept them, once (store_meta's slo_runs_backfilled says it was done). A
+// run stored already is not overwritten: an export racing the backfill
+// wrote a newer one.
+func (m *MySQL) backfillSLO(ctx context.Context) error {
+	var done int
+	if err := m.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM store_meta WHERE name = 'slo_runs_backfilled'").Scan(&done); err != nil {
+		return fmt.Errorf("history: read store_meta: %w", err)
+	}
+	if done > 0 {
+		return nil
+	}
+	for after := uint64(0); ; {
+		rows, err := m.db.QueryContext(ctx, "SELECT id, doc FROM batches WHERE complete AND id > ? ORDER BY id LIMIT ?", after, batchChunk)
+		if err != nil {
+			return fmt.Errorf("history: backfill SLO runs: %w", err)
+		}
+		var runs []SLORun
+		n := 0
+		for rows.Next() {
+			var doc []byte
+			if err := rows.Scan(&after, &doc); err != nil {
+				rows.Close()
+				return fmt.Errorf("history: backfill SLO runs: %w", err)
+			}
+			n++
+			var b Batch
+			if err := json.Unmarshal(doc, &b); err != nil {
+				rows.Close()
+				return fmt.Errorf("history: backfill SLO runs: batch %d: %w", after, err)
+			}
+			if r, ok := SLORunOf(&b.Batch); ok {
+				runs = append(runs, r)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("history: backfill SLO runs: %w", err)
+		}
+		if len(runs) > 0 {
+			if err := m.insertRows(ctx, "INSERT IGNORE INTO slo_runs (batch_id, billing_project, workflow, queue, completed, met, cancelled) VALUES ", "(?,?,?,?,?,?,?)", "",
+				len(runs), func(i int) []any { return sloArgs(&runs[i]) }); err != nil {
+				return fmt.Errorf("history: backfill SLO runs: %w", err)
+			}
+		}
+		if n < batchChunk {
+			break
+		}
+	}
+	if _, err := m.db.ExecContext(ctx, "INSERT IGNORE INTO store_meta (name, value) VALUES ('slo_runs_backfilled', '1')"); err != nil {
+		return fmt.Errorf("history: record the SLO backfill: %w", err)
+	}
+	return nil
+}
+
+func sloArgs(r *SLORun) []any {
+	return []any{r.Batch, r.Project, r.Workflow, r.Queue, r.Completed, r.Met, r.Cancelled}
+}
+
+// sloPage is how many runs one query of SLORuns reads.
+const sloPage = 5000
+
+// SLORuns implements Store.
+func (m *MySQL) SLORuns(ctx context.Context, q SLOQuery, limit int) ([]SLORun, bool, error) {
+	out := []SLORun{}
+	completed, batch := q.From, uint64(0) // at or after (completed, batch)
+	for {
+		rows, err := m.db.QueryContext(ctx, `SELECT batch_id, billing_project, workflow, queue, completed, met, cancelled FROM slo_runs
+			WHERE completed < ? AND (completed, batch_id) >= (?, ?) ORDER BY completed, batch_id LIMIT ?`, q.To, completed, batch, sloPage)
+		if err != nil {
+			return nil, false, fmt.Errorf("history: SLO runs: %w", err)
+		}
+		n, more, err := sloRows(rows, q, limit, &out, &completed, &batch)
+		if err != nil || more || n < sloPage {
+			return out, more, err
+		}
+		batch++
+	}
+}
+
+// sloRows reads one page of SLORuns into out, up to limit, and says where
+// it ended.
+func sloRows(rows *sql.Rows, q SLOQuery, limit int, out *[]SLORun, completed *int64, batch *uint64) (int, bool, error) {
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var r SLORun
+		if err := rows.Scan(&r.Batch, &r.Project, &r.Workflow, &r.Queue, &r.Completed, &r.Met, &r.Cancelled); err != nil {
+			return n, false, fmt.Errorf("history: SLO runs: %w", err)
+		}
+		n++
+		*completed, *batch = r.Completed, r.Batch
+		if q.Hide != nil && q.Hide(r.Batch) {
+			continue
+		}
+		if len(*out) == limit {
+			return n, true, nil
+		}
+		*out = append(*out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return n, false, fmt.Errorf("history: SLO runs: %w", err)
+	}
+	return n, false, nil
 }
 
 // migrate applies the steps the database lacks.
@@ -251,7 +373,8 @@ func (m *MySQL) Discard(ctx context.Context, batch uint64) error {
 		return fmt.Errorf("history: discard batch %d: %w", batch, err)
 	}
 	defer tx.Rollback() //nolint:errcheck
-	for _, q := range []string{"DELETE FROM ledger WHERE batch_id = ?", "DELETE FROM efficiency WHERE batch_id = ?", "DELETE FROM batches WHERE id = ?"} {
+	for _, q := range []string{"DELETE FROM ledger WHERE batch_id = ?", "DELETE FROM efficiency WHERE batch_id = ?", "DELETE FROM slo_runs WHERE batch_id = ?",
+		"DELETE FROM batches WHERE id = ?"} {
 		if _, err := tx.ExecContext(ctx, q, batch); err != nil {
 			return fmt.Errorf("history: discard batch %d: %w", batch, err)
 		}
@@ -422,6 +545,14 @@ func (m *MySQL) putBatch(ctx context.Context, b *Batch, doc []byte, ledger []Led
 			args = append(args, b.ID, i, r.BillingProject, r.Day, r.User, effDocs[i])
 		}
 		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return false, err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, "DELETE FROM slo_runs WHERE batch_id = ?", b.ID); err != nil {
+		return false, err
+	}
+	if r, ok := SLORunOf(&b.Batch); ok {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO slo_runs (batch_id, billing_project, workflow, queue, completed, met, cancelled) VALUES (?,?,?,?,?,?,?)", sloArgs(&r)...); err != nil {
 			return false, err
 		}
 	}

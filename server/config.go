@@ -112,6 +112,11 @@ type Config struct {
 	// in use holds in the history store (the data of drover queue
 	// recommend).
 	QueueSampleInterval time.Duration
+	// SLOInterval is how often the leader reads the SLO report of the
+	// last SLOWindow into the metrics drover_workflow_slo_ratio and
+	// drover_tier_slo_successful_ratio.
+	SLOInterval time.Duration
+	SLOWindow   time.Duration
 	// BillingInterval is how often the leader looks at every billing
 	// project's spend regardless: it cancels a project's open batches at
 	// the moment the project reaches its spend limit (runSpendLimits),
@@ -281,6 +286,8 @@ func DefaultConfig() *Config {
 		CallbackRetry:                  2 * time.Second,
 		PreemptInterval:                time.Second,
 		QueueSampleInterval:            time.Minute,
+		SLOInterval:                    5 * time.Minute,
+		SLOWindow:                      30 * 24 * time.Hour,
 		CallbackAttempts:               8,
 		Retention:                      7 * 24 * time.Hour,
 		ExportInterval:                 5 * time.Second,
@@ -381,6 +388,12 @@ func (c *Config) Validate() error {
 	}
 	if _, err := api.ParseCallbackAllow(c.CallbackAllow); err != nil {
 		errs = append(errs, fmt.Errorf("CallbackAllow: %w", err))
+	}
+	if c.SLOInterval < time.Millisecond || c.SLOInterval > 24*time.Hour {
+		errs = append(errs, fmt.Errorf("SLOInterval is %v; it must be between 1ms and 24h", c.SLOInterval))
+	}
+	if c.SLOWindow < time.Hour || c.SLOWindow > 365*24*time.Hour {
+		errs = append(errs, fmt.Errorf("SLOWindow is %v; it must be between 1h and 365 days", c.SLOWindow))
 	}
 	if c.QueueSampleInterval < time.Millisecond || c.QueueSampleInterval > time.Hour {
 		errs = append(errs, fmt.Errorf("QueueSampleInterval is %v; it must be between 1ms and 1h", c.QueueSampleInterval))

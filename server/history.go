@@ -569,6 +569,14 @@ func (v visibleHistory) Efficiency(ctx context.Context, q history.EfficiencyQuer
 	return v.Store.Efficiency(ctx, q, limit)
 }
 
+// SLORuns leaves the runs of discarded batches out as Efficiency does.
+func (v visibleHistory) SLORuns(ctx context.Context, q history.SLOQuery, limit int) ([]history.SLORun, bool, error) {
+	lin := v.lineage()
+	hide := q.Hide
+	q.Hide = func(batch uint64) bool { return lin.Discarded(batch) || (hide != nil && hide(batch)) }
+	return v.Store.SLORuns(ctx, q, limit)
+}
+
 func (v visibleHistory) Ledger(ctx context.Context, project string, from, to int32) ([]history.LedgerRow, error) {
 	rows, err := v.Store.Ledger(ctx, project, from, to)
 	if err != nil {

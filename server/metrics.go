@@ -35,6 +35,8 @@ type metrics struct {
 	events          prometheus.Counter
 	preempted       *prometheus.CounterVec
 	sloRuns         *prometheus.CounterVec
+	workflowSLO     *prometheus.GaugeVec
+	tierSLO         *prometheus.GaugeVec
 	preemptSeconds  prometheus.Histogram
 	lock            *lockMetrics
 
@@ -74,6 +76,10 @@ func newMetrics(st *state.State, raftOf func() raftStats, raftPositions bool) *m
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)})
 	m.sloRuns = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "drover_queue_slo_runs_total",
 		Help: "Complete batches with an SLO or a deadline the leader stored in the history, by queue and whether they met it (the SLO success ratio: met / all)."}, []string{"queue", "met"})
+	m.workflowSLO = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "drover_workflow_slo_ratio",
+		Help: "The leader's last SLO report (-slo-window): each workflow's runs that met their SLO over its runs, for the workflows with the most runs (at most 1000 series)."}, []string{"project", "workflow", "tier"})
+	m.tierSLO = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "drover_tier_slo_successful_ratio",
+		Help: "The leader's last SLO report (-slo-window): the share of each tier's workflows that are SLO-successful (Monarch's goal: above 0.9)."}, []string{"tier"})
 	m.preempted = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "drover_preempted_attempts_total",
 		Help: "Attempts the leader told to stop for queues that wait: reclaim (a guarantee taken back from a borrower) or fair_share (Monarch's tier preemption)."}, []string{"reason"})
 	m.preemptSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "drover_preempt_decision_seconds",
@@ -109,7 +115,7 @@ func newMetrics(st *state.State, raftOf func() raftStats, raftPositions bool) *m
 	}
 	for _, c := range []prometheus.Collector{m.isLeader, m.applySeconds, m.fsmApply, m.fsmEntries, m.snapshotBytes, m.snapshotSeconds,
 		m.schedRounds, m.schedSeconds, m.decideSeconds, m.roundCPUSeconds, m.placements, m.rejected, m.unplaced, m.events,
-		m.preempted, m.preemptSeconds, m.sloRuns} {
+		m.preempted, m.preemptSeconds, m.sloRuns, m.workflowSLO, m.tierSLO} {
 		f(c)
 	}
 	m.lock = newLockMetrics(m.reg)

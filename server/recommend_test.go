@@ -167,7 +167,7 @@ func TestQueueSLOReport(t *testing.T) {
 		}
 	}
 	for {
-		rep, err := tc.admin.QueueSLO(ctx, 1)
+		rep, err := tc.admin.QueueSLO(ctx, 1, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -383,36 +383,56 @@ func (m placementCmds) runQueueRecommend(ctx context.Context, args []string) err
 	return tw.Flush()
 }
 
-// runQueueSLO prints each queue's and each tier's SLO success ratio and
-// usage/capacity ratio over the last days.
+// runQueueSLO prints the SLO report over the last days: each tier's share
+// of SLO-successful workflows, each workflow's runs and success ratio, and
+// each queue's runs and usage/capacity ratio.
 func (m placementCmds) runQueueSLO(ctx context.Context, args []string) error {
-	fs := m.newFlags("queue slo", "[-days 30] [-json]")
+	fs := m.newFlags("queue slo", "[-days 30] [-threshold 0.9] [-json]")
 	days := fs.Int("days", 30, "the window, in days (1 to 365)")
+	threshold := fs.Float64("threshold", 0.9, "the success ratio from which a workflow is SLO-successful (more than 0, at most 1)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
 	}
-	rep, err := m.Client().QueueSLO(ctx, *days)
+	rep, err := m.Client().QueueSLO(ctx, *days, *threshold)
 	if err != nil {
 		return err
 	}
 	if *asJSON {
 		return m.printJSON(rep)
 	}
-	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	row := func(kind string, q api.QueueSLO) {
-		ratio := "-"
-		if q.Runs > 0 {
-			ratio = fmt.Sprintf("%.1f%%", q.SuccessRatio*100)
+	pct := func(runs int64, f float64) string {
+		if runs == 0 {
+			return "-"
 		}
-		safef(tw, "%s\t%s\t%d\t%d\t%s\t%.1f\t%.2f\n", kind, q.Queue, q.Runs, q.Met, ratio, q.CoreHours, q.UsageCapacity)
+		return fmt.Sprintf("%.1f%%", f*100)
 	}
-	safef(tw, "\tQUEUE\tRUNS WITH AN SLO\tMET\tSUCCESS RATIO\tCORE-HOURS\tUSAGE/CAPACITY\n")
+	safef(m.Stdout, "SLOs of the runs that completed in the last %d days; a workflow is SLO-successful when at least %g%% of its runs met their SLO.\n", rep.Days, rep.Threshold*100)
+	if rep.Truncated {
+		safef(m.Stdout, "The window holds more than %d runs: these counts are of the first %d.\n", api.MaxSLORuns, api.MaxSLORuns)
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+	safef(tw, "\nTIER\tWORKFLOWS\tSLO-SUCCESSFUL\tSHARE\tRUNS\tMET\tCANCELLED\tCORE-HOURS\tUSAGE/CAPACITY\n")
+	for _, t := range rep.Tiers {
+		safef(tw, "%s\t%d\t%d\t%s\t%d\t%d\t%d\t%.1f\t%.2f\n", t.Queue, t.Workflows, t.SuccessfulWorkflows, pct(t.Workflows, t.WorkflowSuccessRatio),
+			t.Runs, t.Met, t.Cancelled, t.CoreHours, t.UsageCapacity)
+	}
+	if len(rep.Workflows) > 0 {
+		safef(tw, "\nPROJECT\tWORKFLOW\tTIER\tRUNS\tMET\tCANCELLED\tSUCCESS RATIO\tSLO-SUCCESSFUL\n")
+		for _, w := range rep.Workflows {
+			ok := "no"
+			switch {
+			case w.Runs == 0:
+				ok = "-"
+			case w.SLOSuccessful:
+				ok = "yes"
+			}
+			safef(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", w.BillingProject, w.Workflow, w.Tier, w.Runs, w.Met, w.Cancelled, pct(w.Runs, w.SuccessRatio), ok)
+		}
+	}
+	safef(tw, "\nQUEUE\tRUNS\tMET\tCANCELLED\tSUCCESS RATIO\tCORE-HOURS\tUSAGE/CAPACITY\n")
 	for _, q := range rep.Queues {
-		row("queue", q)
-	}
-	for _, q := range rep.Tiers {
-		row("tier", q)
+		safef(tw, "%s\t%d\t%d\t%d\t%s\t%.1f\t%.2f\n", q.Queue, q.Runs, q.Met, q.Cancelled, pct(q.Runs, q.SuccessRatio), q.CoreHours, q.UsageCapacity)
 	}
 	return tw.Flush()
 }

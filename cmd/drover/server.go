@@ -81,6 +81,8 @@ func (m opsCmds) runServer(ctx context.Context, args []string) error {
 	exportInterval := fs.Duration("export-interval", def.ExportInterval, "how often the leader exports finished batches to the history store")
 	tokenTTL := fs.Duration("token-ttl", def.DefaultTokenTTL, "how long a token lives when its maker does not say (a new user's first token too)")
 	preemptEvery := fs.Duration("preempt-interval", def.PreemptInterval, "how often the leader decides whether queues that wait take capacity back (reclaim of guarantees, preemption for fair share)")
+	sloWindow := fs.Duration("slo-window", def.SLOWindow, "the window of the SLO report the leader reads into its metrics (drover_workflow_slo_ratio, drover_tier_slo_successful_ratio), e.g. 720h")
+	sloEvery := fs.Duration("slo-interval", def.SLOInterval, "how often the leader reads the SLO report into its metrics")
 	sampleEvery := fs.Duration("queue-sample-interval", def.QueueSampleInterval, "how often the leader records what each queue in use holds in the history store (the data of drover queue recommend and queue slo)")
 	var callbackAllow multiFlag
 	fs.Var(&callbackAllow, "callback-allow", "a destination batches' completion callbacks may go to: an http(s) URL whose host and paths under it are allowed (repeatable; default: no callbacks)")
@@ -160,6 +162,7 @@ func (m opsCmds) runServer(ctx context.Context, args []string) error {
 	cfg.CallbackAllow = callbackAllow
 	cfg.PreemptInterval = *preemptEvery
 	cfg.QueueSampleInterval = *sampleEvery
+	cfg.SLOWindow, cfg.SLOInterval = *sloWindow, *sloEvery
 	cfg.HistoryDSN, cfg.Retention, cfg.ExportInterval = *historyDSN, *retention, *exportInterval
 	if *historyDSNFile != "" {
 		if *historyDSN != "" {

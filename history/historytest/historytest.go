@@ -28,6 +28,7 @@ func Run(t *testing.T, open func(t *testing.T) history.Store) {
 	t.Run("Ledger", func(t *testing.T) { testLedger(t, open(t)) })
 	t.Run("Efficiency", func(t *testing.T) { testEfficiency(t, open(t)) })
 	t.Run("QueueUsage", func(t *testing.T) { testQueueUsage(t, open(t)) })
+	t.Run("SLORuns", func(t *testing.T) { testSLORuns(t, open(t)) })
 	t.Run("TimelinesAndDiscard", func(t *testing.T) { testTimelines(t, open(t)) })
 }
 
@@ -85,6 +86,73 @@ func testTimelines(t *testing.T, s history.Store) {
 	}
 	if m, err := s.MaxBatch(ctx); err != nil || m != 3 {
 		t.Fatalf("highest batch: %d, %v", m, err)
+	}
+}
+
+// testSLORuns: a complete batch with an SLO is one run, by completion
+// time; a batch without one, or incomplete, is none; an export again
+// replaces the run (a batch retried completes later); a discard removes
+// it; a limit and Hide bound what comes back.
+func testSLORuns(t *testing.T, s history.Store) {
+	at := func(f fixture, completed time.Time, slo float64, met, cancelled bool, queue, workflow string) fixture {
+		f.batch.TimeCompleted = &completed
+		f.batch.SLOSeconds, f.batch.Queue, f.batch.Cancelled = slo, queue, cancelled
+		if slo > 0 {
+			f.batch.SLOMet = &met
+		}
+		if workflow != "" {
+			f.batch.Attributes = map[string]string{api.WorkflowAttribute: workflow}
+		}
+		return f
+	}
+	base := time.Unix(1_800_000_000, 0).UTC()
+	export(t, s, at(makeBatch(1, "genomics", "alice", 2, 10), base, 3600, true, false, "org/gen/tier1", "nightly"))
+	export(t, s, at(makeBatch(2, "genomics", "alice", 2, 10), base.Add(time.Hour), 3600, false, false, "org/gen/tier1", "nightly"))
+	export(t, s, at(makeBatch(3, "genomics", "bob", 2, 10), base.Add(2*time.Hour), 3600, true, true, "org/gen/tier2", ""))
+	export(t, s, at(makeBatch(4, "physics", "carol", 2, 10), base.Add(30*time.Minute), 0, false, false, "org/phy/tier1", "")) // no SLO
+	running := at(makeBatch(5, "physics", "carol", 2, 10), base, 600, true, false, "org/phy/tier1", "")
+	running.batch.State, running.batch.TimeCompleted, running.batch.SLOMet = api.BatchRunning, nil, nil
+	export(t, s, running)
+
+	all := func(q history.SLOQuery, limit int) ([]history.SLORun, bool) {
+		t.Helper()
+		runs, more, err := s.SLORuns(ctx, q, limit)
+		must(t, err)
+		return runs, more
+	}
+	runs, more := all(history.SLOQuery{From: base.Unix(), To: base.Add(3 * time.Hour).Unix()}, 100)
+	var got []string
+	for _, r := range runs {
+		got = append(got, fmt.Sprintf("%d %s/%s %s %d met=%t cancelled=%t", r.Batch, r.Project, r.Workflow, r.Queue, r.Completed-base.Unix(), r.Met, r.Cancelled))
+	}
+	want := []string{
+		"1 genomics/nightly org/gen/tier1 0 met=true cancelled=false",
+		"2 genomics/nightly org/gen/tier1 3600 met=false cancelled=false",
+		"3 genomics/batch-3 org/gen/tier2 7200 met=true cancelled=true",
+	}
+	if more || !reflect.DeepEqual(got, want) {
+		t.Fatalf("runs (more %t):\n%q\nwant\n%q", more, got, want)
+	}
+	// The window is [From, To).
+	if runs, _ := all(history.SLOQuery{From: base.Add(time.Second).Unix(), To: base.Add(2 * time.Hour).Unix()}, 100); len(runs) != 1 || runs[0].Batch != 2 {
+		t.Fatalf("runs in [1s, 2h): %+v, want batch 2 alone", runs)
+	}
+	if runs, more := all(history.SLOQuery{From: base.Unix(), To: base.Add(3 * time.Hour).Unix()}, 2); !more || len(runs) != 2 {
+		t.Fatalf("limit 2: %d runs, more %t", len(runs), more)
+	}
+	hide := func(b uint64) bool { return b == 1 }
+	if runs, more := all(history.SLOQuery{From: base.Unix(), To: base.Add(3 * time.Hour).Unix(), Hide: hide}, 2); more || len(runs) != 2 || runs[0].Batch != 2 {
+		t.Fatalf("hiding batch 1 with limit 2: %+v, more %t", runs, more)
+	}
+	// Batch 1 retried: it completes again a day later, and misses.
+	again := at(makeBatch(1, "genomics", "alice", 2, 20), base.Add(24*time.Hour), 3600, false, false, "org/gen/tier1", "nightly")
+	export(t, s, again)
+	if runs, _ := all(history.SLOQuery{From: base.Unix(), To: base.Add(48 * time.Hour).Unix()}, 100); len(runs) != 3 || runs[2].Batch != 1 || runs[2].Met {
+		t.Fatalf("after batch 1's export again: %+v, want it once, last, missed", runs)
+	}
+	must(t, s.Discard(ctx, 1))
+	if runs, _ := all(history.SLOQuery{From: base.Unix(), To: base.Add(48 * time.Hour).Unix()}, 100); len(runs) != 2 {
+		t.Fatalf("after batch 1's discard: %+v", runs)
 	}
 }
 

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"cmp"
 	"context"
-	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -217,12 +216,14 @@ func (s *placementHandlers) handleRecommendQueues(w http.ResponseWriter, r *http
 	return apiview.Recommendations(days, percentile, recs, byPath), nil
 }
 
-// handleQueueSLO reports, per queue and per tier, the SLO success ratio
-// of the batches the history store holds from the last days (Monarch's:
-// runs meeting their SLO over runs) and the usage/capacity ratio (core-
-// hours used over the guarantee's core-hours in the window).
+// handleQueueSLO reports, per workflow, queue and tier, the SLO success
+// of the runs that completed in the last days (Monarch's: runs meeting
+// their SLO over runs; a workflow SLO-successful from a threshold; a tier
+// by its share of SLO-successful workflows), from memory and the history
+// store together, and each queue's usage/capacity ratio (core-hours used
+// over its guarantee's core-hours in the window).
 func (s *placementHandlers) handleQueueSLO(w http.ResponseWriter, r *http.Request) (any, error) {
-	days := 30
+	days, threshold := 30, placement.DefaultSLOThreshold
 	if v := r.URL.Query().Get("days"); v != "" {
 		d, err := strconv.Atoi(v)
 		if err != nil || d < 1 || d > 365 {
@@ -230,91 +231,33 @@ func (s *placementHandlers) handleQueueSLO(w http.ResponseWriter, r *http.Reques
 		}
 		days = d
 	}
+	if v := r.URL.Query().Get("threshold"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f > 0 && f <= 1) {
+			return nil, codedf(http.StatusBadRequest, "threshold %.20q must be a ratio more than 0 and at most 1 (e.g. 0.9: a workflow is SLO-successful when 90%% of its runs meet their SLO)", v)
+		}
+		threshold = f
+	}
 	st, err := s.historyStore("queue SLOs")
 	if err != nil {
 		return nil, err
 	}
 	now := time.Now()
 	from := now.Add(-time.Duration(days) * 24 * time.Hour)
-	byQueue := map[string]*api.QueueSLO{}
-	at := func(q string) *api.QueueSLO {
-		if byQueue[q] == nil {
-			byQueue[q] = &api.QueueSLO{Queue: q}
-		}
-		return byQueue[q]
+	runs, more, err := apiview.SLORuns(r.Context(), s.state, st, from, now.Add(time.Second), api.MaxSLORuns)
+	if err != nil {
+		return nil, codedf(http.StatusServiceUnavailable, "queue SLOs: %v", err)
 	}
-	var lastID uint64
-	for pages := 0; ; pages++ {
-		page, err := st.ListBatches(r.Context(), api.BatchQuery{}, nil, lastID)
-		if err != nil {
-			return nil, codedf(http.StatusServiceUnavailable, "queue SLOs: %v", err)
-		}
-		older := false
-		for _, b := range page.Batches {
-			if b.TimeCreated.Before(from) {
-				older = true
-				continue
-			}
-			if b.SLOMet != nil && b.Queue != "" {
-				q := at(b.Queue)
-				q.Runs++
-				if *b.SLOMet {
-					q.Met++
-				}
-			}
-		}
-		if older || page.LastID == 0 || pages >= 100_000 {
-			break
-		}
-		lastID = uint64(page.LastID)
+	wr := make([]placement.WorkflowRun, len(runs))
+	for i := range runs {
+		wr[i] = runs[i].WorkflowRun
 	}
+	tally := placement.TallySLO(wr, threshold)
 	usage, err := st.QueueUsage(r.Context(), from.Unix(), now.Unix()+1)
 	if err != nil {
 		return nil, codedf(http.StatusServiceUnavailable, "queue usage: %v", err)
 	}
-	for _, u := range usage {
-		at(u.Queue).CoreHours += float64(u.CPUMilli) / 1000 * float64(u.Seconds) / 3600
-	}
-	guarantee := map[string]int64{}
-	leaf := map[string]bool{}
-	for _, q := range s.state.Queues() {
-		guarantee[q.Path], leaf[q.Path] = q.Guarantee.CPUMilli, q.Leaf
-		at(q.Path)
-	}
-	hours := float64(days) * 24
-	out := api.QueueSLOReport{Days: days, Queues: []api.QueueSLO{}, Tiers: []api.QueueSLO{}}
-	tiers := map[string]*api.QueueSLO{}
-	for _, path := range slices.Sorted(maps.Keys(byQueue)) {
-		q := byQueue[path]
-		if q.Runs > 0 {
-			q.SuccessRatio = float64(q.Met) / float64(q.Runs)
-		}
-		if g := guarantee[path]; g > 0 {
-			q.UsageCapacity = q.CoreHours / (float64(g) / 1000 * hours)
-		}
-		out.Queues = append(out.Queues, *q)
-		if !leaf[path] {
-			continue // tiers are leaves
-		}
-		tier := path[strings.LastIndex(path, "/")+1:]
-		if tiers[tier] == nil {
-			tiers[tier] = &api.QueueSLO{Queue: tier}
-		}
-		t := tiers[tier]
-		t.Runs, t.Met, t.CoreHours = t.Runs+q.Runs, t.Met+q.Met, t.CoreHours+q.CoreHours
-		t.UsageCapacity += float64(guarantee[path]) / 1000 * hours // capacity, for now
-	}
-	for _, name := range slices.Sorted(maps.Keys(tiers)) {
-		t := tiers[name]
-		if t.Runs > 0 {
-			t.SuccessRatio = float64(t.Met) / float64(t.Runs)
-		}
-		if capacity := t.UsageCapacity; capacity > 0 {
-			t.UsageCapacity = t.CoreHours / capacity
-		}
-		out.Tiers = append(out.Tiers, *t)
-	}
-	return out, nil
+	return apiview.SLOReport(days, threshold, tally, more, usage, s.state.Queues(), s.state.VisibleProjects(viewerOf(r))), nil
 }
 
 func (s *placementHandlers) handleDeleteQueue(w http.ResponseWriter, r *http.Request) (any, error) {

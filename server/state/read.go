@@ -50,6 +50,24 @@ func (s *batchBook) Batch(id uint64) (BatchRecord, bool) {
 	return s.record(b), true
 }
 
+// CompletedWithSLO returns up to max complete batches that name an SLO
+// or a deadline and completed at or after since (unix ns), newest first:
+// the runs the SLO report reads from memory, before (and while) the
+// history store holds them.
+func (s *batchBook) CompletedWithSLO(since int64, max int) []BatchRecord {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []BatchRecord
+	for i := len(s.batchIDs) - 1; i >= 0 && len(out) < max; i-- {
+		b := s.batches[s.batchIDs[i]]
+		if b.Completed == 0 || b.Completed < since || (b.SLO == 0 && b.Deadline == 0) {
+			continue
+		}
+		out = append(out, s.record(b))
+	}
+	return out
+}
+
 // BatchPage is one page of a batch listing: LastID is the cursor of the
 // next page (0: none left).
 type BatchPage struct {

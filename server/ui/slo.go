@@ -21,12 +21,12 @@ func (u *UI) sloPage(w http.ResponseWriter, r *http.Request, s *session) {
 	if !slices.Contains(sloWindows, days) {
 		days = 30
 	}
-	rep, err := s.client.QueueSLO(withRemote(r.Context(), r), days)
+	rep, err := s.client.QueueSLO(withRemote(r.Context(), r), days, 0)
 	if err != nil {
 		u.fail(w, r, s, err)
 		return
 	}
-	u.render(w, r, s, http.StatusOK, "slo", map[string]any{"Title": "SLOs by queue and tier", "Report": rep, "Days": days, "Windows": sloWindows})
+	u.render(w, r, s, http.StatusOK, "slo", map[string]any{"Title": "SLOs by queue and tier", "Report": rep, "Days": days, "Windows": sloWindows, "MaxRuns": api.MaxSLORuns})
 }
 
 func init() {
@@ -38,19 +38,14 @@ func init() {
 		return m
 	}
 	funcs["sloBar"] = sloBar
-	funcs["ratio"] = func(q api.QueueSLO) string {
-		if q.Runs == 0 {
-			return "—"
-		}
-		return fmt.Sprintf("%.1f%%", 100*q.SuccessRatio)
-	}
+	funcs["percent"] = func(f float64) string { return strconv.FormatFloat(100*f, 'f', 1, 64) + "%" }
 }
 
 // sloBar draws the runs that met their SLO against those that missed it.
-func sloBar(q api.QueueSLO) template.HTML {
-	if q.Runs == 0 {
+func sloBar(runs, met int64) template.HTML {
+	if runs == 0 {
 		return ""
 	}
-	return bar(120, 12, float64(q.Runs), fmt.Sprintf("%d of %d runs met their SLO", q.Met, q.Runs),
-		[]segment{{"st-success", fmt.Sprintf("%d met", q.Met), float64(q.Met)}, {"st-failed", fmt.Sprintf("%d missed", q.Runs-q.Met), float64(q.Runs - q.Met)}})
+	return bar(120, 12, float64(runs), fmt.Sprintf("%d of %d runs met their SLO", met, runs),
+		[]segment{{"st-success", fmt.Sprintf("%d met", met), float64(met)}, {"st-failed", fmt.Sprintf("%d missed", runs-met), float64(runs - met)}})
 }

@@ -23,8 +23,11 @@ func (f fakeSLOAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(api.User{Name: "root", Admin: true})
 	case "/api/v1/queue-slo":
 		*f.asked = r.URL.Query().Get("days")
-		_ = json.NewEncoder(w).Encode(api.QueueSLOReport{Days: 7,
-			Tiers:  []api.QueueSLO{{Queue: "tier1", Runs: 40, Met: 38, SuccessRatio: 0.95, CoreHours: 12.5, UsageCapacity: 0.8}},
+		_ = json.NewEncoder(w).Encode(api.QueueSLOReport{Days: 7, Threshold: 0.9,
+			Tiers: []api.QueueSLO{{Queue: "tier1", Runs: 40, Met: 38, SuccessRatio: 0.95, CoreHours: 12.5, UsageCapacity: 0.8,
+				Workflows: 4, SuccessfulWorkflows: 3, WorkflowSuccessRatio: 0.75}},
+			Workflows: []api.WorkflowSLO{{BillingProject: "genomics", Workflow: "nightly-align", Tier: "tier1", Runs: 10, Met: 8, Cancelled: 2, SuccessRatio: 0.8},
+				{BillingProject: "genomics", Workflow: "only-cancelled", Tier: "tier1", Cancelled: 1}},
 			Queues: []api.QueueSLO{{Queue: "research/genomics/tier1", Runs: 40, Met: 38, SuccessRatio: 0.95, CoreHours: 12.5, UsageCapacity: 0.8}, {Queue: "research/physics"}}})
 	default:
 		http.NotFound(w, r)
@@ -56,7 +59,7 @@ func TestSLOPage(t *testing.T) {
 	if asked != "7" {
 		t.Fatalf("the page asked the API for %q days, want 7", asked)
 	}
-	for _, want := range []string{`data-slo="tier1"`, `data-slo="research/genomics/tier1"`, "95.0%", "38 of 40 runs met their SLO", `<option value="7" selected>`} {
+	for _, want := range []string{`data-slo-tier="tier1"`, "75.0%", `data-slo-workflow="genomics/nightly-align"`, "at least 90.0% of its runs", `data-slo="research/genomics/tier1"`, "95.0%", "38 of 40 runs met their SLO", `<option value="7" selected>`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the SLO page lacks %q", want)
 		}
@@ -66,6 +69,18 @@ func TestSLOPage(t *testing.T) {
 	row = row[:strings.Index(row, "</tr>")]
 	if strings.Contains(row, "0.0%") || !strings.Contains(row, "—") {
 		t.Errorf("a queue with no SLO runs reads: %s", row)
+	}
+	// A workflow below the threshold says so; one with only cancelled
+	// batches has no run, not a ratio of 0%.
+	wf := body[strings.Index(body, `data-slo-workflow="genomics/nightly-align"`):]
+	wf = wf[:strings.Index(wf, "</tr>")]
+	if !strings.Contains(wf, "80.0%") || !strings.Contains(wf, "<strong>no</strong>") {
+		t.Errorf("a workflow below the threshold reads: %s", wf)
+	}
+	wf = body[strings.Index(body, `data-slo-workflow="genomics/only-cancelled"`):]
+	wf = wf[:strings.Index(wf, "</tr>")]
+	if strings.Contains(wf, "0.0%") || !strings.Contains(wf, "no run") {
+		t.Errorf("a workflow with only cancelled batches reads: %s", wf)
 	}
 	get("/ui/slo?days=100000")
 	if asked != "30" {
