@@ -1479,6 +1479,35 @@ func (c *Client) QueueSLO(ctx context.Context, days int, threshold float64) (*Qu
 	return &out, nil
 }
 
+// QueueHistory lists the versions kept of a tree's settings ("": every
+// tree's).
+func (c *Client) QueueHistory(ctx context.Context, tree string) (*QueueHistory, error) {
+	var out QueueHistory
+	if err := c.Do(ctx, http.MethodGet, "/api/v1/queue-history?"+url.Values{"tree": {tree}}.Encode(), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// AutoApplyQueues regenerates a tree's settings now (admin).
+func (c *Client) AutoApplyQueues(ctx context.Context, req *QueueAutoApplyRequest) (*QueueVersion, error) {
+	var out QueueVersion
+	if err := c.Do(ctx, http.MethodPost, "/api/v1/queue-auto-apply", req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// RollbackQueues puts back a tree's settings from before a version
+// (admin).
+func (c *Client) RollbackQueues(ctx context.Context, req *QueueRollbackRequest) (*QueueVersion, error) {
+	var out QueueVersion
+	if err := c.Do(ctx, http.MethodPost, "/api/v1/queue-rollback", req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // DeleteQueue removes a queue without children (admin).
 func (c *Client) DeleteQueue(ctx context.Context, path string) error {
 	return c.Do(ctx, http.MethodDelete, queuePath(path), nil, nil)

@@ -1609,6 +1609,36 @@ type Queue struct {
 	// tree with a usage_half_life (reads only): fair share between
 	// sibling queues weighs it with what the queue holds.
 	PastUseCoreHours float64 `json:"past_use_core_hours,omitempty"`
+	// Recommend holds the queue's settings for drover queue recommend,
+	// for it and the queues below it that set none (absent: its
+	// parent's).
+	Recommend *QueueRecommendSettings `json:"recommend,omitempty"`
+	// AutoApply regenerates a top queue's tree's settings from history
+	// on a schedule (absent: never).
+	AutoApply *QueueAutoApply `json:"auto_apply,omitempty"`
+}
+
+// QueueRecommendSettings are a queue's settings for the recommendation:
+// Percentile, the share of the time it is in use its guarantee covers
+// (more than 0, at most 1; Monarch's thresholds by tier, e.g. tier1 0.95,
+// tier2 0.90, tier3 0.80).
+type QueueRecommendSettings struct {
+	Percentile float64 `json:"percentile"`
+}
+
+// QueueAutoApply is a top queue's schedule: every Every, the leader runs
+// the recommendation over the tree from the last Days of recorded use
+// (default 30), moves each weight, guarantee and max_running at most
+// MaxChange (a fraction, default 0.25) of its value toward it, and
+// applies that as one audited change (DryRun: only records it); the
+// last Keep versions (default 10) are kept for drover queue history and
+// rollback.
+type QueueAutoApply struct {
+	Every     string  `json:"every"`
+	MaxChange float64 `json:"max_change,omitempty"`
+	DryRun    bool    `json:"dry_run,omitempty"`
+	Days      int64   `json:"days,omitempty"`
+	Keep      int64   `json:"keep,omitempty"`
 }
 
 // ParseDuration is time.ParseDuration that also takes whole days ("7d").
@@ -1642,6 +1672,69 @@ type QueueRecommendation struct {
 	CurrentWeight         int64   `json:"current_weight"`
 	MaxRunningJobs        int64   `json:"max_running_jobs"`
 	CurrentMaxRunningJobs int64   `json:"current_max_running_jobs"`
+	// Percentile is the one it was given (its recommend setting, its
+	// parent's, or the request's); NoSamples says neither it nor a queue
+	// below it has recorded use in the window, so it keeps its settings.
+	Percentile float64 `json:"percentile"`
+	NoSamples  bool    `json:"no_samples,omitempty"`
+}
+
+// TierCheck is one of Monarch's checks of a recommendation across tiers:
+// percentiles decreasing from tier 1 to tier 3, usage/capacity
+// increasing.
+type TierCheck struct {
+	Check  string `json:"check"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+}
+
+// QueueSettingChange is one queue's change in a version of its tree's
+// settings: weight, cpu guarantee (cores) and max_running jobs, before and
+// after.
+type QueueSettingChange struct {
+	Path                 string  `json:"path"`
+	WeightBefore         int64   `json:"weight_before"`
+	Weight               int64   `json:"weight"`
+	GuaranteeBefore      float64 `json:"guarantee_cpu_before"`
+	Guarantee            float64 `json:"guarantee_cpu"`
+	MaxRunningJobsBefore int64   `json:"max_running_jobs_before"`
+	MaxRunningJobs       int64   `json:"max_running_jobs"`
+}
+
+// QueueVersion is one regeneration of a tree's settings: auto_apply and
+// rollback applied it (Applied), dry_run only proposed it, refused could
+// not apply it (Note says why).
+type QueueVersion struct {
+	Version uint64               `json:"version"`
+	Tree    string               `json:"tree"`
+	Time    time.Time            `json:"time"`
+	By      string               `json:"by"`
+	Kind    string               `json:"kind"`
+	Applied bool                 `json:"applied"`
+	Note    string               `json:"note,omitempty"`
+	Changes []QueueSettingChange `json:"changes"`
+}
+
+// QueueHistory is the versions kept of a tree's settings, oldest first,
+// and when the leader last regenerated it (absent: never).
+type QueueHistory struct {
+	Tree     string         `json:"tree,omitempty"`
+	LastRun  *time.Time     `json:"last_run,omitempty"`
+	Versions []QueueVersion `json:"versions"`
+}
+
+// QueueRollbackRequest puts back a tree's settings from before Version.
+type QueueRollbackRequest struct {
+	Tree    string `json:"tree"`
+	Version uint64 `json:"version"`
+}
+
+// QueueAutoApplyRequest regenerates a tree's settings now, as its
+// schedule would (DryRun: only records the proposal, whatever the tree's
+// auto_apply says).
+type QueueAutoApplyRequest struct {
+	Tree   string `json:"tree"`
+	DryRun bool   `json:"dry_run,omitempty"`
 }
 
 // QueueRecommendations are the suggestions for every queue, and the
@@ -1653,6 +1746,8 @@ type QueueRecommendations struct {
 	// Tree is the queues as they are with the suggestions in: what
 	// drover placement apply takes (drover queue recommend -hcl).
 	Tree []Queue `json:"tree"`
+	// Checks are Monarch's checks across tiers (none with one tier).
+	Checks []TierCheck `json:"checks,omitempty"`
 }
 
 // QueueSLO is how a queue's batches met their SLOs over a window (Monarch's

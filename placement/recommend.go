@@ -2,8 +2,12 @@ package placement
 
 import (
 	"cmp"
+	"fmt"
+	"maps"
 	"math"
 	"slices"
+	"strconv"
+	"strings"
 )
 
 // Recommended allocations, after Pinterest Monarch's percentile
@@ -35,6 +39,8 @@ type Allocation struct {
 	// its running jobs, as CPUMilli is of its cores.
 	PeakMilli, PeakJobs int64
 	Jobs                int64
+	// MilliSeconds is the use over the window: millicores × seconds.
+	MilliSeconds int64
 }
 
 // PercentileAllocation runs the algorithm over a queue's samples with a
@@ -48,6 +54,7 @@ func PercentileAllocation(samples []UsageSample, permille int64) Allocation {
 		}
 		units = append(units, s)
 		a.SecondsInUse += s.Seconds
+		a.MilliSeconds += s.CPUMilli * s.Seconds
 		a.PeakMilli = max(a.PeakMilli, s.CPUMilli)
 		a.PeakJobs = max(a.PeakJobs, s.Jobs)
 	}
@@ -84,6 +91,28 @@ type Recommendation struct {
 	GuaranteeMilli int64
 	Weight         int64
 	MaxRunningJobs int64
+	// Permille is the percentile it was given (its own setting, its
+	// parent's, or the default); NoSamples, that neither it nor a queue
+	// below it has recorded use, so it keeps its settings.
+	Permille  int64
+	NoSamples bool
+}
+
+// Percentiles resolves each queue's percentile: its own (own[i], in
+// thousandths; 0: none), else its nearest ancestor's, else def.
+func Percentiles(tree *QueueTree, own []int64, def int64) []int64 {
+	out := make([]int64, len(tree.Queues))
+	for i := range tree.Queues { // a parent before its children
+		switch {
+		case own[i] > 0:
+			out[i] = own[i]
+		case tree.Parent[i] >= 0:
+			out[i] = out[tree.Parent[i]]
+		default:
+			out[i] = def
+		}
+	}
+	return out
 }
 
 // MaxRunningHeadroomPermille is the headroom a recommended max_running
@@ -91,13 +120,14 @@ type Recommendation struct {
 const MaxRunningHeadroomPermille = 1200
 
 // Recommend runs the percentile algorithm for every queue of a tree with
-// the samples of each (by path).
-func Recommend(tree *QueueTree, samples map[string][]UsageSample, permille int64) []Recommendation {
+// the samples of each (by path) and each queue's percentile (Percentiles;
+// Monarch's thresholds by tier: higher for tier 1 than for tier 3).
+func Recommend(tree *QueueTree, samples map[string][]UsageSample, permille []int64) []Recommendation {
 	out := make([]Recommendation, len(tree.Queues))
 	for i := range tree.Queues {
 		q := &tree.Queues[i]
-		a := PercentileAllocation(samples[q.Path], permille)
-		out[i] = Recommendation{Path: q.Path, Allocation: a, GuaranteeMilli: a.CPUMilli,
+		a := PercentileAllocation(samples[q.Path], permille[i])
+		out[i] = Recommendation{Path: q.Path, Allocation: a, GuaranteeMilli: a.CPUMilli, Permille: permille[i],
 			MaxRunningJobs: (a.PeakJobs*MaxRunningHeadroomPermille + 999) / 1000}
 		if a.SecondsInUse == 0 {
 			// No recorded use: nothing to go by, so it keeps what it
@@ -121,28 +151,46 @@ func Recommend(tree *QueueTree, samples map[string][]UsageSample, permille int64
 			data[p] = true
 		}
 	}
-	// Weights: siblings in the proportions of their guarantees, where
-	// one of them has recorded use (otherwise they keep theirs).
+	for i := range out {
+		out[i].NoSamples = !data[i]
+	}
+	// Weights: siblings with recorded use in the proportions of their
+	// guarantees; a sibling without keeps its weight (nothing says it
+	// needs less), and then those with use share what they weigh
+	// together now, so its part among them does not change.
 	weigh := func(kids []int32) {
-		used := false
+		var used, kept []int32
+		var weighs int64
 		for _, c := range kids {
-			used = used || data[c]
-		}
-		if !used {
-			for _, c := range kids {
-				out[c].Weight = tree.Queues[c].EffectiveWeight()
+			if data[c] {
+				used = append(used, c)
+				weighs += tree.Queues[c].EffectiveWeight()
+			} else {
+				kept = append(kept, c)
 			}
+		}
+		for _, c := range kept {
+			out[c].Weight = tree.Queues[c].EffectiveWeight()
+		}
+		if len(used) == 0 {
 			return
 		}
-		least := int64(0)
-		for _, c := range kids {
-			if g := out[c].GuaranteeMilli; g > 0 && (least == 0 || g < least) {
+		least, sum := int64(0), int64(0)
+		for _, c := range used {
+			g := out[c].GuaranteeMilli
+			sum += g
+			if g > 0 && (least == 0 || g < least) {
 				least = g
 			}
 		}
-		for _, c := range kids {
+		for _, c := range used {
 			w := int64(1)
-			if least > 0 {
+			switch {
+			case len(kept) > 0 && sum > 0:
+				w = max(int64(math.Round(float64(weighs)*float64(out[c].GuaranteeMilli)/float64(sum))), 1)
+			case len(kept) > 0:
+				w = tree.Queues[c].EffectiveWeight()
+			case least > 0:
 				w = max(int64(math.Round(float64(out[c].GuaranteeMilli)/float64(least))), 1)
 			}
 			out[c].Weight = min(w, MaxQueueWeight)
@@ -153,4 +201,100 @@ func Recommend(tree *QueueTree, samples map[string][]UsageSample, permille int64
 		weigh(tree.Children[i])
 	}
 	return out
+}
+
+// TierCheck is one of Monarch's checks of a recommendation across tiers
+// (leaves grouped by name, tier1 before tier2): the percentiles decrease
+// from tier to tier, and usage/capacity (the use over the window against
+// the recommended guarantees) increases, so tier 1 has the most headroom.
+type TierCheck struct {
+	Check  string
+	OK     bool
+	Detail string
+}
+
+// CheckTiers runs Monarch's checks over a recommendation for a window of
+// seconds. Tiers without a guarantee are left out of the second.
+func CheckTiers(tree *QueueTree, recs []Recommendation, seconds int64) []TierCheck {
+	type tier struct {
+		name           string
+		lo, hi         int64
+		used, capacity float64
+	}
+	byName := map[string]*tier{}
+	for i := range tree.Queues {
+		if !tree.IsLeaf(int32(i)) {
+			continue
+		}
+		name := TierOf(tree.Queues[i].Path)
+		t := byName[name]
+		if t == nil {
+			t = &tier{name: name, lo: recs[i].Permille, hi: recs[i].Permille}
+			byName[name] = t
+		}
+		t.lo, t.hi = min(t.lo, recs[i].Permille), max(t.hi, recs[i].Permille)
+		t.used += float64(recs[i].Allocation.MilliSeconds)
+		t.capacity += float64(recs[i].GuaranteeMilli) * float64(seconds)
+	}
+	tiers := slices.Collect(maps.Values(byName))
+	slices.SortFunc(tiers, func(a, b *tier) int { return compareTiers(a.name, b.name) })
+	if len(tiers) < 2 {
+		return nil
+	}
+	pct := TierCheck{Check: "percentiles decrease from tier to tier", OK: true}
+	ratio := TierCheck{Check: "usage/capacity increases from tier to tier", OK: true}
+	var words, ratios []string
+	var last *tier
+	lastRatio := -1.0
+	for _, t := range tiers {
+		words = append(words, fmt.Sprintf("%s %s", t.name, permilleRange(t.lo, t.hi)))
+		if last != nil && t.hi > last.lo {
+			pct.OK = false
+		}
+		last = t
+		if t.capacity > 0 {
+			r := t.used / t.capacity
+			ratios = append(ratios, fmt.Sprintf("%s %.2f", t.name, r))
+			if r < lastRatio {
+				ratio.OK = false
+			}
+			lastRatio = r
+		}
+	}
+	pct.Detail = strings.Join(words, ", ")
+	ratio.Detail = strings.Join(ratios, ", ")
+	if len(ratios) < 2 {
+		return []TierCheck{pct}
+	}
+	return []TierCheck{pct, ratio}
+}
+
+func permilleRange(lo, hi int64) string {
+	if lo == hi {
+		return fmt.Sprintf("%g%%", float64(lo)/10)
+	}
+	return fmt.Sprintf("%g-%g%%", float64(lo)/10, float64(hi)/10)
+}
+
+// compareTiers orders tier names by the number they end in (tier2 before
+// tier10), then by name.
+func compareTiers(a, b string) int {
+	na, oka := trailingNumber(a)
+	nb, okb := trailingNumber(b)
+	if oka && okb && na != nb {
+		return cmp.Compare(na, nb)
+	}
+	return cmp.Compare(a, b)
+}
+
+func trailingNumber(s string) (int64, bool) {
+	i := len(s)
+	for i > 0 && s[i-1] >= '0' && s[i-1] <= '9' && len(s)-i < 9 {
+		i--
+	}
+	if i == len(s) {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s[i:], 10, 64)
+	return n, err == nil
 }

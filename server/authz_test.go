@@ -75,6 +75,7 @@ var userRoutes = map[string]userRow{
 	"GET /api/v1/queues/{path...}":                        everyone,
 	"GET /api/v1/queue-recommendations":                   everyone,
 	"GET /api/v1/queue-slo":                               everyone,
+	"GET /api/v1/queue-history":                           everyone,
 	"POST /api/v1/tokens":                                 everyone,
 	"GET /api/v1/tokens":                                  everyone,
 	// Another user's token: only an admin finds it.

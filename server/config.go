@@ -117,6 +117,9 @@ type Config struct {
 	// drover_tier_slo_successful_ratio.
 	SLOInterval time.Duration
 	SLOWindow   time.Duration
+	// AutoApplyTick is how often the leader looks for queue trees whose
+	// auto_apply is due.
+	AutoApplyTick time.Duration
 	// BillingInterval is how often the leader looks at every billing
 	// project's spend regardless: it cancels a project's open batches at
 	// the moment the project reaches its spend limit (runSpendLimits),
@@ -287,6 +290,7 @@ func DefaultConfig() *Config {
 		PreemptInterval:                time.Second,
 		QueueSampleInterval:            time.Minute,
 		SLOInterval:                    5 * time.Minute,
+		AutoApplyTick:                  time.Minute,
 		SLOWindow:                      30 * 24 * time.Hour,
 		CallbackAttempts:               8,
 		Retention:                      7 * 24 * time.Hour,
@@ -391,6 +395,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SLOInterval < time.Millisecond || c.SLOInterval > 24*time.Hour {
 		errs = append(errs, fmt.Errorf("SLOInterval is %v; it must be between 1ms and 24h", c.SLOInterval))
+	}
+	if c.AutoApplyTick < time.Millisecond || c.AutoApplyTick > time.Hour {
+		errs = append(errs, fmt.Errorf("AutoApplyTick is %v; it must be between 1ms and 1h", c.AutoApplyTick))
 	}
 	if c.SLOWindow < time.Hour || c.SLOWindow > 365*24*time.Hour {
 		errs = append(errs, fmt.Errorf("SLOWindow is %v; it must be between 1h and 365 days", c.SLOWindow))

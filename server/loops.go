@@ -246,8 +246,9 @@ func (s *Server) startLeading(parent context.Context) {
 		s.leaderWG.Add(1)
 		go func() { defer s.leaderWG.Done(); s.cluster.RunAutopilot(ctx) }()
 	}
-	s.leaderWG.Add(14)
+	s.leaderWG.Add(15)
 	go func() { defer s.leaderWG.Done(); s.runQueueSampler(ctx) }()
+	go func() { defer s.leaderWG.Done(); s.runAutoApply(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runSLOMetrics(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runPreemption(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runExporter(ctx) }()

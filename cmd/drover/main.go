@@ -113,7 +113,10 @@ Placement:
   queue delete PATH      remove a queue without children
   queue route PATH -to C route a queue's new attempts to clusters (-clear: anywhere)
   queue recommend        guarantees, weights and max_running from recorded usage (-hcl: for placement apply)
-  queue slo [-days 30]   SLO success ratio and usage/capacity per queue and tier
+  queue slo [-days 30]   SLO success per workflow, tier and queue; usage/capacity
+  queue auto-apply TREE  regenerate a tree's settings from history now, as its auto_apply does (-dry-run)
+  queue history [TREE]   the versions of trees' regenerated settings
+  queue rollback TREE N  put back a tree's settings from before version N
   placement apply FILE   declare clusters, pools, cluster groups, queues and launch configs (HCL)
 
 Administration:
@@ -224,6 +227,7 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 			"tree": placement.runQueueTree, "list": placement.runQueueList, "show": placement.runQueueShow,
 			"set": placement.runQueueSet, "delete": placement.runQueueDelete,
 			"route": placement.runQueueRoute, "recommend": placement.runQueueRecommend, "slo": placement.runQueueSLO,
+			"history": placement.runQueueHistory, "rollback": placement.runQueueRollback, "auto-apply": placement.runQueueAutoApply,
 		})
 	case "placement":
 		return m.sub(ctx, "placement", rest, map[string]func(context.Context, []string) error{

@@ -349,7 +349,7 @@ func (m placementCmds) runQueueRoute(ctx context.Context, args []string) error {
 func (m placementCmds) runQueueRecommend(ctx context.Context, args []string) error {
 	fs := m.newFlags("queue recommend", "[-days 30] [-percentile 95] [-hcl | -json]")
 	days := fs.Int("days", 30, "the window of recorded usage, in days (1 to 365)")
-	percentile := fs.Float64("percentile", 95, "the share of the time a queue is in use its guarantee covers, in percent")
+	percentile := fs.Float64("percentile", 95, "the share of the time a queue is in use its guarantee covers, in percent, for the queues whose tree sets no recommend percentile")
 	asHCL := fs.Bool("hcl", false, "print the queue tree with the suggestions in, as queue blocks drover placement apply takes")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := parse(fs, args, 0, 0); err != nil {
@@ -368,7 +368,7 @@ func (m placementCmds) runQueueRecommend(ctx context.Context, args []string) err
 		return err
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-	safef(tw, "QUEUE\tHOURS IN USE\tCOVERED\tPEAK CORES\tGUARANTEE\tWEIGHT\tMAX RUNNING JOBS\n")
+	safef(tw, "QUEUE\tPERCENTILE\tHOURS IN USE\tCOVERED\tPEAK CORES\tGUARANTEE\tWEIGHT\tMAX RUNNING JOBS\n")
 	arrow := func(now, next string) string {
 		if now == next {
 			return now
@@ -376,11 +376,25 @@ func (m placementCmds) runQueueRecommend(ctx context.Context, args []string) err
 		return now + " -> " + next
 	}
 	for _, q := range rec.Queues {
-		safef(tw, "%s\t%.1f\t%.1f\t%g\t%s\t%s\t%s\n", q.Path, q.HoursInUse, q.HoursCovered, q.PeakCPU,
+		hours := fmt.Sprintf("%.1f", q.HoursInUse)
+		if q.NoSamples {
+			hours = "no samples: kept"
+		}
+		safef(tw, "%s\t%g%%\t%s\t%.1f\t%g\t%s\t%s\t%s\n", q.Path, q.Percentile*100, hours, q.HoursCovered, q.PeakCPU,
 			arrow(fmt.Sprint(q.CurrentGuarantee), fmt.Sprint(q.Guarantee)), arrow(fmt.Sprint(q.CurrentWeight), fmt.Sprint(q.Weight)),
 			arrow(countString(q.CurrentMaxRunningJobs), countString(q.MaxRunningJobs)))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, c := range rec.Checks {
+		ok := "ok"
+		if !c.OK {
+			ok = "FAILED"
+		}
+		safef(m.Stdout, "Check: %s: %s (%s)\n", c.Check, ok, c.Detail)
+	}
+	return nil
 }
 
 // runQueueSLO prints the SLO report over the last days: each tier's share
@@ -435,4 +449,117 @@ func (m placementCmds) runQueueSLO(ctx context.Context, args []string) error {
 		safef(tw, "%s\t%d\t%d\t%d\t%s\t%.1f\t%.2f\n", q.Queue, q.Runs, q.Met, q.Cancelled, pct(q.Runs, q.SuccessRatio), q.CoreHours, q.UsageCapacity)
 	}
 	return tw.Flush()
+}
+
+// runQueueHistory prints the versions kept of trees' regenerated
+// settings, each change of weight, guarantee and max_running.
+func (m placementCmds) runQueueHistory(ctx context.Context, args []string) error {
+	fs := m.newFlags("queue history", "[TREE] [-json]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args, 0, 1)
+	if err != nil {
+		return err
+	}
+	tree := ""
+	if len(pos) == 1 {
+		tree = pos[0]
+	}
+	h, err := m.Client().QueueHistory(ctx, tree)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(h)
+	}
+	if h.LastRun != nil {
+		safef(m.Stdout, "Last regenerated %s.\n", h.LastRun.Local().Format("2006-01-02 15:04:05"))
+	}
+	if len(h.Versions) == 0 {
+		safef(m.Stdout, "No versions kept.\n")
+		return nil
+	}
+	for _, v := range h.Versions {
+		applied := "applied"
+		if !v.Applied {
+			applied = "not applied"
+		}
+		safef(m.Stdout, "\nVersion %d of %s, %s by %s: %s (%s)\n", v.Version, v.Tree, v.Time.Local().Format("2006-01-02 15:04:05"), v.By, v.Kind, applied)
+		if v.Note != "" {
+			safef(m.Stdout, "  %s\n", v.Note)
+		}
+		tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+		safef(tw, "  QUEUE\tWEIGHT\tGUARANTEE CPU\tMAX RUNNING JOBS\n")
+		for _, c := range v.Changes {
+			arrow := func(a, b string) string {
+				if a == b {
+					return a
+				}
+				return a + " -> " + b
+			}
+			safef(tw, "  %s\t%s\t%s\t%s\n", c.Path, arrow(fmt.Sprint(c.WeightBefore), fmt.Sprint(c.Weight)),
+				arrow(fmt.Sprint(c.GuaranteeBefore), fmt.Sprint(c.Guarantee)), arrow(countString(c.MaxRunningJobsBefore), countString(c.MaxRunningJobs)))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runQueueRollback puts back a tree's settings from before a version.
+func (m placementCmds) runQueueRollback(ctx context.Context, args []string) error {
+	fs := m.newFlags("queue rollback", "TREE VERSION [-json]")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args, 2, 2)
+	if err != nil {
+		return err
+	}
+	n, err := strconv.ParseUint(pos[1], 10, 64)
+	if err != nil {
+		return usagef("version %q: a number drover queue history lists", pos[1])
+	}
+	v, err := m.Client().RollbackQueues(ctx, &api.QueueRollbackRequest{Tree: pos[0], Version: n})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(v)
+	}
+	if v.Version == 0 {
+		safef(m.Stdout, "Tree %s already has the settings it had before version %d.\n", pos[0], n)
+		return nil
+	}
+	safef(m.Stdout, "Tree %s has its settings from before version %d again (%d queues changed, as version %d).\n", pos[0], n, len(v.Changes), v.Version)
+	return nil
+}
+
+// runQueueAutoApply regenerates a tree's settings now.
+func (m placementCmds) runQueueAutoApply(ctx context.Context, args []string) error {
+	fs := m.newFlags("queue auto-apply", "TREE [-dry-run] [-json]")
+	dry := fs.Bool("dry-run", false, "only record the proposal (drover queue history shows it)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	v, err := m.Client().AutoApplyQueues(ctx, &api.QueueAutoApplyRequest{Tree: pos[0], DryRun: *dry})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(v)
+	}
+	if v.Version == 0 {
+		safef(m.Stdout, "Tree %s: nothing to change.\n", pos[0])
+		return nil
+	}
+	safef(m.Stdout, "Tree %s: version %d, %s, %d queues changed", pos[0], v.Version, v.Kind, len(v.Changes))
+	if !v.Applied {
+		safef(m.Stdout, " (not applied)")
+	}
+	safef(m.Stdout, ".\n")
+	if v.Note != "" {
+		safef(m.Stdout, "%s\n", v.Note)
+	}
+	return nil
 }

@@ -94,6 +94,25 @@ func writeQueue(b *hclwrite.Body, q *api.Queue) {
 	}
 	list("billing_projects", q.BillingProjects)
 	list("allow_projects", q.AllowProjects)
+	if r := q.Recommend; r != nil {
+		b.AppendNewBlock("recommend", nil).Body().SetAttributeValue("percentile", cty.NumberFloatVal(r.Percentile))
+	}
+	if a := q.AutoApply; a != nil {
+		ab := b.AppendNewBlock("auto_apply", nil).Body()
+		ab.SetAttributeValue("every", cty.StringVal(a.Every))
+		if a.MaxChange > 0 {
+			ab.SetAttributeValue("max_change", cty.NumberFloatVal(a.MaxChange))
+		}
+		if a.DryRun {
+			ab.SetAttributeValue("dry_run", cty.True)
+		}
+		if a.Days > 0 {
+			ab.SetAttributeValue("days", cty.NumberIntVal(a.Days))
+		}
+		if a.Keep > 0 {
+			ab.SetAttributeValue("keep", cty.NumberIntVal(a.Keep))
+		}
+	}
 }
 
 func memPtr(m int64) *int64 {

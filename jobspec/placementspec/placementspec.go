@@ -161,8 +161,20 @@ type queue struct {
 	UsageHalfLife       *hcl.Attribute `hcl:"usage_half_life,optional"`
 	BillingProjects     []string       `hcl:"billing_projects,optional"`
 	AllowProjects       []string       `hcl:"allow_projects,optional"`
-	Queues              []queue        `hcl:"queue,block"`
-	DeclRange           hcl.Range      `hcl:",def_range"`
+	Recommend           *struct {
+		Percentile float64   `hcl:"percentile"`
+		DeclRange  hcl.Range `hcl:",def_range"`
+	} `hcl:"recommend,block"`
+	AutoApply *struct {
+		Every     *hcl.Attribute `hcl:"every"`
+		MaxChange float64        `hcl:"max_change,optional"`
+		DryRun    bool           `hcl:"dry_run,optional"`
+		Days      int64          `hcl:"days,optional"`
+		Keep      int64          `hcl:"keep,optional"`
+		DeclRange hcl.Range      `hcl:",def_range"`
+	} `hcl:"auto_apply,block"`
+	Queues    []queue   `hcl:"queue,block"`
+	DeclRange hcl.Range `hcl:",def_range"`
 }
 
 // queues flattens a queue block and those inside it into the API's
@@ -184,6 +196,20 @@ func (d *decoder) queues(parent string, qs []queue, out []api.Queue) []api.Queue
 			if g.CPU != nil {
 				aq.Guarantee.CPU = *g.CPU
 			}
+		}
+		if r := q.Recommend; r != nil {
+			if !(r.Percentile > 0 && r.Percentile <= 1) {
+				d.diags = append(d.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid recommend percentile",
+					Detail: fmt.Sprintf("percentile = %g: write a fraction more than 0 and at most 1, e.g. 0.95 (the guarantee covers 95%% of the time the queue is in use).", r.Percentile), Subject: r.DeclRange.Ptr()})
+			}
+			aq.Recommend = &api.QueueRecommendSettings{Percentile: r.Percentile}
+		}
+		if a := q.AutoApply; a != nil {
+			if !(a.MaxChange >= 0 && a.MaxChange <= 1) {
+				d.diags = append(d.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid auto_apply max_change",
+					Detail: fmt.Sprintf("max_change = %g: write a fraction more than 0 and at most 1, e.g. 0.25 (a step moves a setting at most a quarter).", a.MaxChange), Subject: a.DeclRange.Ptr()})
+			}
+			aq.AutoApply = &api.QueueAutoApply{Every: d.duration(a.Every), MaxChange: a.MaxChange, DryRun: a.DryRun, Days: a.Days, Keep: a.Keep}
 		}
 		aq.BorrowLimit = d.limit(q.BorrowLimit)
 		aq.LendLimit = d.limit(q.LendLimit)

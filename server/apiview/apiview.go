@@ -361,6 +361,12 @@ func Queue(q *state.QueueInfo) api.Queue {
 	if out.BillingProjects == nil {
 		out.BillingProjects = []string{}
 	}
+	if q.RecommendPermille > 0 {
+		out.Recommend = &api.QueueRecommendSettings{Percentile: float64(q.RecommendPermille) / 1000}
+	}
+	if a := q.AutoApply; a.On() {
+		out.AutoApply = &api.QueueAutoApply{Every: duration(a.EveryNs), MaxChange: float64(a.MaxChangePermille) / 1000, DryRun: a.DryRun, Days: a.Days, Keep: a.Keep}
+	}
 	if !q.BorrowLimit.IsZero() {
 		c := q.Queue.Queue.Quota()
 		out.Cap = &api.Quota{CPU: float64(c.CPUMilli) / 1000, Memory: c.Memory, GPUs: gpuCounts(c.GPUs)}

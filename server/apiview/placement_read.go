@@ -47,8 +47,11 @@ func Regions(clusters []state.ClusterInfo) []api.Region {
 // Recommendations are Monarch's recommended settings of each queue beside
 // its current ones, and the tree as it would be with them (byPath: the
 // queues as the state holds them).
-func Recommendations(days int, percentile float64, recs []placement.Recommendation, byPath map[string]*state.QueueInfo) api.QueueRecommendations {
+func Recommendations(days int, percentile float64, recs []placement.Recommendation, byPath map[string]*state.QueueInfo, checks []placement.TierCheck) api.QueueRecommendations {
 	out := api.QueueRecommendations{Days: days, Percentile: percentile, Queues: []api.QueueRecommendation{}, Tree: []api.Queue{}}
+	for _, c := range checks {
+		out.Checks = append(out.Checks, api.TierCheck{Check: c.Check, OK: c.OK, Detail: c.Detail})
+	}
 	for _, rec := range recs {
 		q := byPath[rec.Path]
 		a := rec.Allocation
@@ -57,11 +60,37 @@ func Recommendations(days int, percentile float64, recs []placement.Recommendati
 			PeakCPU: float64(a.PeakMilli) / 1000, PeakJobs: a.PeakJobs,
 			Guarantee: float64(rec.GuaranteeMilli) / 1000, CurrentGuarantee: float64(q.Guarantee.CPUMilli) / 1000,
 			Weight: rec.Weight, CurrentWeight: q.EffectiveWeight(),
-			MaxRunningJobs: rec.MaxRunningJobs, CurrentMaxRunningJobs: q.Limits.MaxRunningJobs})
+			MaxRunningJobs: rec.MaxRunningJobs, CurrentMaxRunningJobs: q.Limits.MaxRunningJobs,
+			Percentile: float64(rec.Permille) / 1000, NoSamples: rec.NoSamples})
 		aq := Queue(q)
 		aq.Guarantee.CPU, aq.Weight, aq.MaxRunning.Jobs = float64(rec.GuaranteeMilli)/1000, rec.Weight, rec.MaxRunningJobs
 		aq.Leaf, aq.Used, aq.UsedJobs, aq.UsedByCluster, aq.Cap = false, api.Quota{}, 0, nil, nil
 		out.Tree = append(out.Tree, aq)
+	}
+	return out
+}
+
+// QueueHistory is the versions kept of a tree's settings as the API shows
+// them.
+func QueueHistory(tree string, last int64, versions []state.QueueVersion) api.QueueHistory {
+	out := api.QueueHistory{Tree: tree, LastRun: timePtr(last), Versions: []api.QueueVersion{}}
+	for _, v := range versions {
+		out.Versions = append(out.Versions, QueueVersion(&v))
+	}
+	return out
+}
+
+// QueueVersion is one version of a tree's settings as the API shows it.
+func QueueVersion(v *state.QueueVersion) api.QueueVersion {
+	out := api.QueueVersion{Version: v.Seq, Tree: v.Tree, Time: unixTime(v.At), By: v.By, Kind: v.Kind, Applied: v.Applied, Note: v.Note,
+		Changes: []api.QueueSettingChange{}}
+	for i, a := range v.After {
+		c := api.QueueSettingChange{Path: a.Path, Weight: a.Weight, Guarantee: float64(a.GuaranteeMilli) / 1000, MaxRunningJobs: a.MaxRunningJobs}
+		if i < len(v.Before) {
+			b := v.Before[i]
+			c.WeightBefore, c.GuaranteeBefore, c.MaxRunningJobsBefore = b.Weight, float64(b.GuaranteeMilli)/1000, b.MaxRunningJobs
+		}
+		out.Changes = append(out.Changes, c)
 	}
 	return out
 }

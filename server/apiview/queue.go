@@ -63,6 +63,25 @@ func QueueFromAPI(q api.Queue) (state.Queue, error) {
 	out.Preemption.AllowFrom = slices.Clone(q.AllowPreemptionFrom)
 	out.HomeClusters = slices.Clone(q.HomeClusters)
 	out.MaxPriority = q.MaxPriority
+	if r := q.Recommend; r != nil {
+		if !(r.Percentile > 0 && r.Percentile <= 1) {
+			return out, fmt.Errorf("%s: recommend percentile %g must be more than 0 and at most 1 (e.g. 0.95: the guarantee covers 95%% of the time the queue is in use)", at, r.Percentile)
+		}
+		out.RecommendPermille = max(int64(math.Round(r.Percentile*1000)), 1)
+	}
+	if a := q.AutoApply; a != nil {
+		every, err := api.ParseDuration(a.Every)
+		if err != nil || every <= 0 {
+			return out, fmt.Errorf("%s: auto_apply every %.40q is not a duration, e.g. \"24h\"", at, a.Every)
+		}
+		if !(a.MaxChange >= 0 && a.MaxChange <= 1) {
+			return out, fmt.Errorf("%s: auto_apply max_change %g must be more than 0 and at most 1 (e.g. 0.25: a step moves a setting at most a quarter)", at, a.MaxChange)
+		}
+		out.AutoApply = placement.AutoApply{EveryNs: int64(every), MaxChangePermille: int64(math.Round(a.MaxChange * 1000)), DryRun: a.DryRun, Days: a.Days, Keep: a.Keep}
+		if a.MaxChange > 0 && out.AutoApply.MaxChangePermille == 0 {
+			out.AutoApply.MaxChangePermille = 1
+		}
+	}
 	if err := state.ValidateQueue(&out); err != nil {
 		return out, err
 	}

@@ -385,6 +385,9 @@ func (s *Server) Routes() []Route {
 		{"DELETE /api/v1/queues/{path...}", a, s.wrap(place.handleDeleteQueue)},
 		{"GET /api/v1/queue-recommendations", u, s.wrap(place.handleRecommendQueues)},
 		{"GET /api/v1/queue-slo", u, s.wrap(place.handleQueueSLO)},
+		{"GET /api/v1/queue-history", u, s.wrap(place.handleQueueHistory)},
+		{"POST /api/v1/queue-auto-apply", a, s.wrap(place.handleQueueAutoApply)},
+		{"POST /api/v1/queue-rollback", a, s.wrap(place.handleQueueRollback)},
 		{"POST /api/v1/placement", a, s.wrap(place.handleApplyPlacement)},
 
 		{"POST /api/v1/users", a, s.wrap(ids.handleCreateUser)},

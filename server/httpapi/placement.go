@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/history"
 	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/server/apiview"
 	"github.com/drover-sched/drover/server/state"
@@ -197,23 +198,11 @@ func (s *placementHandlers) handleRecommendQueues(w http.ResponseWriter, r *http
 	if err != nil {
 		return nil, codedf(http.StatusServiceUnavailable, "queue usage: %v", err)
 	}
-	samples := map[string][]placement.UsageSample{}
-	for _, u := range usage {
-		samples[u.Queue] = append(samples[u.Queue], placement.UsageSample{Seconds: u.Seconds, CPUMilli: u.CPUMilli, Jobs: u.Jobs})
-	}
-	infos := s.state.Queues()
-	list := make([]placement.Queue, len(infos))
-	byPath := map[string]*state.QueueInfo{}
-	for i := range infos {
-		list[i] = infos[i].Queue.Queue
-		byPath[infos[i].Path] = &infos[i]
-	}
-	tree, err := placement.NewQueueTree(list)
+	rec, err := apiview.Recommend(s.state.Queues(), usage, int64(days), int64(math.Round(percentile*10)))
 	if err != nil {
-		return nil, codedf(http.StatusInternalServerError, "the queue tree: %v", err)
+		return nil, codedf(http.StatusInternalServerError, "%v", err)
 	}
-	recs := placement.Recommend(tree, samples, int64(math.Round(percentile*10)))
-	return apiview.Recommendations(days, percentile, recs, byPath), nil
+	return apiview.Recommendations(days, percentile, rec.Recs, rec.ByPath, rec.Checks), nil
 }
 
 // handleQueueSLO reports, per workflow, queue and tier, the SLO success
@@ -258,6 +247,95 @@ func (s *placementHandlers) handleQueueSLO(w http.ResponseWriter, r *http.Reques
 		return nil, codedf(http.StatusServiceUnavailable, "queue usage: %v", err)
 	}
 	return apiview.SLOReport(days, threshold, tally, more, usage, s.state.Queues(), s.state.VisibleProjects(viewerOf(r))), nil
+}
+
+// handleQueueHistory lists the versions kept of a tree's settings (tree
+// absent: of every tree).
+func (s *placementHandlers) handleQueueHistory(w http.ResponseWriter, r *http.Request) (any, error) {
+	tree := r.URL.Query().Get("tree")
+	if tree != "" {
+		if err := placement.ValidateQueuePath(tree); err != nil {
+			return nil, badRequest(err)
+		}
+	}
+	var last int64
+	s.state.Read(func(r state.Reader) { last = r.LastAutoApply(tree) })
+	return apiview.QueueHistory(tree, last, s.state.QueueVersions(tree)), nil
+}
+
+// handleQueueAutoApply regenerates a tree's settings now, as its
+// auto_apply schedule does (Regenerate).
+func (s *placementHandlers) handleQueueAutoApply(w http.ResponseWriter, r *http.Request) (any, error) {
+	var req api.QueueAutoApplyRequest
+	if err := decode(w, r, &req); err != nil {
+		return nil, err
+	}
+	if err := placement.ValidateQueuePath(req.Tree); err != nil || strings.Contains(req.Tree, placement.QueueSep) {
+		return nil, codedf(http.StatusBadRequest, "tree %.80q: name a top queue (drover queue tree shows them)", req.Tree)
+	}
+	st, err := s.historyStore("queue usage")
+	if err != nil {
+		return nil, err
+	}
+	cmd, err := Regenerate(r.Context(), s.state.Queues(), st, req.Tree, time.Now(), "by "+userOf(r).Name)
+	if err != nil {
+		return nil, err
+	}
+	cmd.DryRun = cmd.DryRun || req.DryRun
+	res, err := s.apply(cmd)
+	if err != nil {
+		return nil, err
+	}
+	v := res.(*state.AutoApplyResult).Version
+	s.log.Info("queue settings regenerated", "tree", req.Tree, "by", userOf(r).Name, "version", v.Seq, "kind", v.Kind, "changes", len(v.After))
+	return apiview.QueueVersion(&v), nil
+}
+
+// Regenerate makes the AutoApplyQueues entry of a tree's regeneration at
+// now: the recommendation from the tree's window of recorded use, each
+// setting moved at most its max_change (placement.Bounded), a note of
+// Monarch's checks and of the queues kept for want of samples. The leader
+// loop and the endpoint share it.
+func Regenerate(ctx context.Context, queues []state.QueueInfo, st history.Store, tree string, now time.Time, by string) (*state.AutoApplyQueues, error) {
+	infos := apiview.TreeOf(queues, tree)
+	if len(infos) == 0 || infos[0].Path != tree {
+		return nil, codedf(http.StatusNotFound, "queue tree %q does not exist; drover queue tree shows the queues", tree)
+	}
+	auto := infos[0].AutoApply
+	days := auto.Window()
+	usage, err := st.QueueUsage(ctx, now.Add(-time.Duration(days)*24*time.Hour).Unix(), now.Unix()+1)
+	if err != nil {
+		return nil, codedf(http.StatusServiceUnavailable, "queue usage: %v", err)
+	}
+	rec, err := apiview.Recommend(infos, usage, days, DefaultRecommendPermille)
+	if err != nil {
+		return nil, codedf(http.StatusInternalServerError, "%v", err)
+	}
+	after, note := apiview.Regenerated(rec, auto.Step())
+	return &state.AutoApplyQueues{Now: now.UnixNano(), Tree: tree, By: by, DryRun: auto.DryRun, After: after, Note: note}, nil
+}
+
+// DefaultRecommendPermille is the percentile of a queue that neither it
+// nor a queue above it sets (drover queue recommend's -percentile
+// default).
+const DefaultRecommendPermille = 950
+
+// handleQueueRollback puts back a tree's settings from before a version.
+func (s *placementHandlers) handleQueueRollback(w http.ResponseWriter, r *http.Request) (any, error) {
+	var req api.QueueRollbackRequest
+	if err := decode(w, r, &req); err != nil {
+		return nil, err
+	}
+	if err := placement.ValidateQueuePath(req.Tree); err != nil {
+		return nil, badRequest(err)
+	}
+	res, err := s.apply(&state.RollbackQueues{Now: time.Now().UnixNano(), Tree: req.Tree, Seq: req.Version, By: userOf(r).Name})
+	if err != nil {
+		return nil, err
+	}
+	v := res.(*state.AutoApplyResult).Version
+	s.log.Info("queue settings rolled back", "tree", req.Tree, "to_before", req.Version, "by", userOf(r).Name, "version", v.Seq)
+	return apiview.QueueVersion(&v), nil
 }
 
 func (s *placementHandlers) handleDeleteQueue(w http.ResponseWriter, r *http.Request) (any, error) {

@@ -78,6 +78,12 @@ type placeBook struct {
 	groups       map[string]*ClusterGroup
 	projectQueue map[string]*Queue // derived from queues: each project's default queue
 	queueOrder   []*Queue          // derived: the queues by path (a parent before its children)
+	// queueVersions are the kept versions of the trees' regenerated
+	// settings, oldest first (QueueVersion); versionSeq numbers them;
+	// autoRuns is when each tree (by top queue) was last regenerated.
+	queueVersions []QueueVersion
+	versionSeq    uint64
+	autoRuns      map[string]int64
 	// pathScratch holds the quotas quotaAdmits reads (apply's alone).
 	pathScratch [placement.MaxQueueDepth]placement.Quota
 }

@@ -83,6 +83,8 @@ const (
 	CmdLaunchNomadJob
 	CmdRetryJobs
 	CmdCancelJobGroup
+	CmdAutoApplyQueues
+	CmdRollbackQueues
 )
 
 // IgnoreUnknownFlag marks a command that older servers may skip.
@@ -106,7 +108,7 @@ var cmdNames = map[CommandType]string{
 	CmdDeleteBillingProject: "delete_billing_project", CmdRemoveDeclared: "remove_declared", CmdDecommission: "decommission",
 	CmdAdoptStore: "adopt_store", CmdSetCloudPrices: "set_cloud_prices",
 	CmdRegisterNomadJob: "register_nomad_job", CmdDeregisterNomadJob: "deregister_nomad_job", CmdLaunchNomadJob: "launch_nomad_job", CmdRetryJobs: "retry_jobs",
-	CmdCancelJobGroup: "cancel_job_group",
+	CmdCancelJobGroup: "cancel_job_group", CmdAutoApplyQueues: "auto_apply_queues", CmdRollbackQueues: "rollback_queues",
 }
 
 func (t CommandType) String() string {
@@ -539,6 +541,10 @@ func newCommand(t CommandType) Command {
 		return &RetryJobs{}
 	case CmdCancelJobGroup:
 		return &CancelJobGroup{}
+	case CmdAutoApplyQueues:
+		return &AutoApplyQueues{}
+	case CmdRollbackQueues:
+		return &RollbackQueues{}
 	}
 	return nil
 }

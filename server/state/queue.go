@@ -47,6 +47,15 @@ type Queue struct {
 	// their past use, halving every half-life (a top queue's only; 0:
 	// none, users share by what they run now). Appended as MaxPriority.
 	UsageHalfLifeNs int64
+	// RecommendPermille is the percentile the recommendation covers for
+	// this queue and those below it that name none, in thousandths
+	// (Monarch's thresholds by tier; 0: its parent's, or the request's).
+	// Appended as MaxPriority.
+	RecommendPermille int64
+	// AutoApply is a top queue's schedule of its tree's settings
+	// regenerated from history (placement.AutoApply). Appended as
+	// MaxPriority.
+	AutoApply placement.AutoApply
 
 	parent *Queue // derived: nil at the top
 	leaf   bool   // derived: no queue names it as parent
@@ -97,6 +106,15 @@ func validateQueue(q *Queue) *ApplyError {
 	}
 	if q.UsageHalfLifeNs != 0 && strings.Contains(q.Path, "/") {
 		return errorf(ErrInvalid, "queue %s: only a top queue sets usage_half_life (it holds for its whole tree)", q.Path)
+	}
+	if p := q.RecommendPermille; p < 0 || p > 1000 {
+		return errorf(ErrInvalid, "queue %s: recommend percentile must be more than 0 and at most 1 (the share of the time in use a guarantee covers)", q.Path)
+	}
+	if err := q.AutoApply.Validate("queue " + q.Path); err != nil {
+		return errorf(ErrInvalid, "%v", err)
+	}
+	if q.AutoApply != (placement.AutoApply{}) && strings.Contains(q.Path, "/") {
+		return errorf(ErrInvalid, "queue %s: only a top queue sets auto_apply (it holds for its whole tree)", q.Path)
 	}
 	if len(q.Projects) > MaxQueueProjects || len(q.AllowProjects) > MaxQueueProjects {
 		return errorf(ErrInvalid, "queue %s: at most %d billing projects in projects and in allow_projects", q.Path, MaxQueueProjects)

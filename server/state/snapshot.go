@@ -73,6 +73,11 @@ type snapState struct {
 	NomadJobs []NomadJob
 	// PastUse: users' decayed past use (absent before usage half-lives).
 	PastUse []snapPast
+	// QueueVersions, VersionSeq and AutoRuns: the trees' regenerated
+	// settings (absent before auto_apply).
+	QueueVersions []QueueVersion
+	VersionSeq    uint64
+	AutoRuns      map[string]int64
 }
 
 type snapProject struct {
@@ -417,6 +422,11 @@ func (s *State) Snapshot() *Snapshot {
 	}
 	d.Stops = s.snapStops()
 	d.PastUse = s.snapPastUse()
+	for _, v := range s.queueVersions {
+		v.Before, v.After = slices.Clone(v.Before), slices.Clone(v.After)
+		d.QueueVersions = append(d.QueueVersions, v)
+	}
+	d.VersionSeq, d.AutoRuns = s.versionSeq, maps.Clone(s.autoRuns)
 	d.Timeline, d.Forks, d.HistoryStore = s.timeline, slices.Clone(s.forks), s.historyStore
 	return &Snapshot{data: d}
 }
@@ -534,6 +544,10 @@ func (s *State) Restore(r io.Reader) error {
 	}
 	for _, p := range d.PastUse {
 		fresh.pastUse[pastKey{p.Top, p.User}] = pastUse{Use: p.Use, At: p.At}
+	}
+	fresh.queueVersions, fresh.versionSeq = d.QueueVersions, d.VersionSeq
+	if d.AutoRuns != nil {
+		fresh.autoRuns = d.AutoRuns
 	}
 	for _, st := range d.Stops {
 		fresh.stopping[attemptKey{st.Batch, st.Job}] = stopOrder{attempt: st.Attempt, at: st.At, reason: st.Reason}
@@ -661,6 +675,7 @@ func (s *State) Restore(r io.Reader) error {
 	s.clusters, s.queues, s.groups = fresh.clusters, fresh.queues, fresh.groups
 	s.stopping = fresh.stopping
 	s.pastUse = fresh.pastUse
+	s.queueVersions, s.versionSeq, s.autoRuns = fresh.queueVersions, fresh.versionSeq, fresh.autoRuns
 	s.autoscaler, s.launchConfigs, s.machines, s.marks, s.decisions = fresh.autoscaler, fresh.launchConfigs, fresh.machines, fresh.marks, fresh.decisions
 	s.gossipKeys = fresh.gossipKeys
 	s.decommissioned = fresh.decommissioned

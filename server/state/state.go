@@ -89,6 +89,7 @@ func New() *State {
 	s.queues = map[string]*Queue{}
 	s.stopping = map[attemptKey]stopOrder{}
 	s.pastUse = map[pastKey]pastUse{}
+	s.autoRuns = map[string]int64{}
 	s.groups = map[string]*ClusterGroup{}
 	s.launchConfigs = map[string]*LaunchConfig{}
 	s.machines = map[string]*Machine{}
@@ -262,6 +263,10 @@ func (s *State) applyLocked(index uint64, c Command) any {
 		return s.applySetTeam(c)
 	case *SetQueue:
 		return s.applySetQueue(c)
+	case *AutoApplyQueues:
+		return s.applyAutoApplyQueues(c)
+	case *RollbackQueues:
+		return s.applyRollbackQueues(c)
 	case *Preempt:
 		return s.applyPreempt(c)
 	case *RetryJobs:

@@ -7,5 +7,12 @@ queue "genomics" {
   }
   queue "tier1" {
     min_runtime = "5 minutes"
+    recommend {
+      percentile = 95
+    }
+  }
+  auto_apply {
+    every      = "daily"
+    max_change = 2
   }
 }

@@ -12,6 +12,18 @@ queue "genomics" {
   max_running {
     jobs = 100000
   }
+  # Monarch's thresholds by tier: the recommendation covers 90% of the
+  # time a queue is in use unless it says otherwise.
+  recommend {
+    percentile = 0.90
+  }
+  # The leader regenerates the tree's settings from 30 days of history
+  # each day, each setting moving at most a quarter a step.
+  auto_apply {
+    every      = "24h"
+    max_change = 0.25
+    keep       = 20
+  }
 
   queue "gwas" {
     guarantee {
@@ -28,6 +40,9 @@ queue "genomics" {
       allow_preemption_from = ["genomics/gwas/tier3", "imaging"]
       reclaim_grace         = "1m"
       allow_projects        = ["gwas"]
+      recommend {
+        percentile = 0.95
+      }
     }
 
     queue "tier3" {

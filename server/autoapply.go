@@ -1,0 +1,63 @@
+package server
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/drover-sched/drover/placement"
+	"github.com/drover-sched/drover/server/httpapi"
+	"github.com/drover-sched/drover/server/state"
+)
+
+// runAutoApply regenerates, every AutoApplyTick on the leader, each tree
+// whose auto_apply is due: its last regeneration (Raft state, so a new
+// leader keeps the schedule) is at least its every ago. Each is one
+// AutoApplyQueues entry (httpapi.Regenerate).
+func (s *Server) runAutoApply(ctx context.Context) {
+	every(ctx, s.cfg.AutoApplyTick, func() {
+		if err := s.autoApplyOnce(ctx, time.Now()); err != nil && ctx.Err() == nil {
+			s.log.Warn("queue auto_apply", "err", err)
+		}
+	})
+}
+
+func (s *Server) autoApplyOnce(ctx context.Context, now time.Time) error {
+	if s.history == nil {
+		return nil
+	}
+	var due []string
+	queues := s.state.Queues()
+	s.state.Read(func(r state.Reader) {
+		for _, q := range queues {
+			if strings.Contains(q.Path, placement.QueueSep) || !q.AutoApply.On() {
+				continue
+			}
+			if last := r.LastAutoApply(q.Path); last == 0 || now.UnixNano()-last >= q.AutoApply.EveryNs {
+				due = append(due, q.Path)
+			}
+		}
+	})
+	if len(due) == 0 {
+		return nil
+	}
+	st, err := s.history.Store()
+	if err != nil {
+		return err
+	}
+	for _, tree := range due {
+		cmd, err := httpapi.Regenerate(ctx, queues, st, tree, now, "drover auto_apply")
+		if err != nil {
+			return err
+		}
+		res, err := s.raft.Apply(cmd)
+		if err != nil {
+			return err
+		}
+		if ar, ok := res.(*state.AutoApplyResult); ok && ar.Version.Seq > 0 {
+			v := ar.Version
+			s.log.Info("queue settings regenerated on schedule", "tree", tree, "version", v.Seq, "kind", v.Kind, "changes", len(v.After), "note", v.Note)
+		}
+	}
+	return nil
+}
