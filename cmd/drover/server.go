@@ -82,6 +82,7 @@ func (m opsCmds) runServer(ctx context.Context, args []string) error {
 	tokenTTL := fs.Duration("token-ttl", def.DefaultTokenTTL, "how long a token lives when its maker does not say (a new user's first token too)")
 	preemptEvery := fs.Duration("preempt-interval", def.PreemptInterval, "how often the leader decides whether queues that wait take capacity back (reclaim of guarantees, preemption for fair share)")
 	sampleEvery := fs.Duration("queue-sample-interval", def.QueueSampleInterval, "how often the leader records what each queue in use holds in the history store (the data of drover queue recommend and queue slo)")
+	sampleRetention := fs.Duration("queue-usage-retention", def.QueueUsageRetention, "how long the history store keeps the queue samples -queue-sample-interval records (24h to 87600h): the leader deletes older ones hourly, and drover queue recommend and queue slo look back at most this many whole days")
 	var callbackAllow multiFlag
 	fs.Var(&callbackAllow, "callback-allow", "a destination batches' completion callbacks may go to: an http(s) URL whose host and paths under it are allowed (repeatable; default: no callbacks)")
 	metricsToken := fs.String("metrics-token", "", "bearer token /metrics requires (default: /metrics is open); -metrics-token-file keeps it off the command line")
@@ -159,7 +160,7 @@ func (m opsCmds) runServer(ctx context.Context, args []string) error {
 	cfg.DefaultTokenTTL, cfg.MetricsToken, cfg.BillingInterval = *tokenTTL, *metricsToken, *billingInterval
 	cfg.CallbackAllow = callbackAllow
 	cfg.PreemptInterval = *preemptEvery
-	cfg.QueueSampleInterval = *sampleEvery
+	cfg.QueueSampleInterval, cfg.QueueUsageRetention = *sampleEvery, *sampleRetention
 	cfg.HistoryDSN, cfg.Retention, cfg.ExportInterval = *historyDSN, *retention, *exportInterval
 	if *historyDSNFile != "" {
 		if *historyDSN != "" {
