@@ -1454,10 +1454,14 @@ func (c *Client) PutQueue(ctx context.Context, q *Queue) (*Queue, error) {
 }
 
 // RecommendQueues runs the percentile algorithm over the last days of
-// recorded usage (percentile in percent, e.g. 95).
+// recorded usage (percentile in percent, e.g. 95; days 0: the server's
+// default, 30, or the days of usage it keeps when fewer).
 func (c *Client) RecommendQueues(ctx context.Context, days int, percentile float64) (*QueueRecommendations, error) {
 	var out QueueRecommendations
-	q := url.Values{"days": {strconv.Itoa(days)}, "percentile": {strconv.FormatFloat(percentile, 'f', -1, 64)}}
+	q := url.Values{"percentile": {strconv.FormatFloat(percentile, 'f', -1, 64)}}
+	if days != 0 {
+		q.Set("days", strconv.Itoa(days))
+	}
 	if err := c.Do(ctx, http.MethodGet, "/api/v1/queue-recommendations?"+q.Encode(), nil, &out); err != nil {
 		return nil, err
 	}
@@ -1465,10 +1469,14 @@ func (c *Client) RecommendQueues(ctx context.Context, days int, percentile float
 }
 
 // QueueSLO reports each queue's SLO success ratio and usage/capacity
-// ratio over the last days.
+// ratio over the last days (0: the server's default, as RecommendQueues).
 func (c *Client) QueueSLO(ctx context.Context, days int) (*QueueSLOReport, error) {
 	var out QueueSLOReport
-	if err := c.Do(ctx, http.MethodGet, "/api/v1/queue-slo?days="+strconv.Itoa(days), nil, &out); err != nil {
+	path := "/api/v1/queue-slo"
+	if days != 0 {
+		path += "?days=" + strconv.Itoa(days)
+	}
+	if err := c.Do(ctx, http.MethodGet, path, nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

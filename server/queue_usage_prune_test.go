@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/history"
 )
 
@@ -107,6 +108,32 @@ func TestQueueUsagePrunedAtLeaderStart(t *testing.T) {
 			t.Fatalf("the leader's first prune left %+v", got)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestQueueUsageWindowsWithinRetention: drover queue recommend and queue
+// slo take no window longer than the whole days of samples the server
+// keeps, refusing one with the setting named, and without -days take 30
+// or, when the server keeps fewer, those.
+func TestQueueUsageWindowsWithinRetention(t *testing.T) {
+	tc := startServer(t, "", func(c *Config) { c.QueueUsageRetention = 20*24*time.Hour + 5*time.Hour })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if rec, err := tc.admin.RecommendQueues(ctx, 0, 95); err != nil || rec.Days != 20 {
+		t.Fatalf("a recommendation without days: %+v, %v; want 20 days", rec, err)
+	}
+	if rep, err := tc.admin.QueueSLO(ctx, 0); err != nil || rep.Days != 20 {
+		t.Fatalf("an SLO report without days: %+v, %v; want 20 days", rep, err)
+	}
+	if rec, err := tc.admin.RecommendQueues(ctx, 20, 95); err != nil || rec.Days != 20 {
+		t.Fatalf("a 20-day recommendation: %+v, %v", rec, err)
+	}
+	want := "days 21 reaches back past the 20 days of queue usage this server keeps (server setting queue_usage_retention, 485h0m0s): ask for 20 or fewer"
+	if _, err := tc.admin.RecommendQueues(ctx, 21, 95); !api.IsStatus(err, 400) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("a 21-day recommendation: %v", err)
+	}
+	if _, err := tc.admin.QueueSLO(ctx, 21); !api.IsStatus(err, 400) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("a 21-day SLO report: %v", err)
 	}
 }
 
