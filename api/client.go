@@ -1454,10 +1454,14 @@ func (c *Client) PutQueue(ctx context.Context, q *Queue) (*Queue, error) {
 }
 
 // RecommendQueues runs the percentile algorithm over the last days of
-// recorded usage (percentile in percent, e.g. 95).
+// recorded usage (percentile in percent, e.g. 95; days 0: the server's
+// default, 30, or the days of usage it keeps when fewer).
 func (c *Client) RecommendQueues(ctx context.Context, days int, percentile float64) (*QueueRecommendations, error) {
 	var out QueueRecommendations
-	q := url.Values{"days": {strconv.Itoa(days)}, "percentile": {strconv.FormatFloat(percentile, 'f', -1, 64)}}
+	q := url.Values{"percentile": {strconv.FormatFloat(percentile, 'f', -1, 64)}}
+	if days != 0 {
+		q.Set("days", strconv.Itoa(days))
+	}
 	if err := c.Do(ctx, http.MethodGet, "/api/v1/queue-recommendations?"+q.Encode(), nil, &out); err != nil {
 		return nil, err
 	}
@@ -1465,11 +1469,15 @@ func (c *Client) RecommendQueues(ctx context.Context, days int, percentile float
 }
 
 // QueueSLO reports each workflow's, queue's and tier's SLO success and
-// each queue's usage/capacity ratio over the last days; a workflow is
-// SLO-successful from threshold (0: the server's default, 0.9).
+// each queue's usage/capacity ratio over the last days (0: the server's
+// default, as RecommendQueues); a workflow is SLO-successful from
+// threshold (0: the server's default, 0.9).
 func (c *Client) QueueSLO(ctx context.Context, days int, threshold float64) (*QueueSLOReport, error) {
 	var out QueueSLOReport
-	q := url.Values{"days": {strconv.Itoa(days)}}
+	q := url.Values{}
+	if days != 0 {
+		q.Set("days", strconv.Itoa(days))
+	}
 	if threshold != 0 {
 		q.Set("threshold", strconv.FormatFloat(threshold, 'f', -1, 64))
 	}

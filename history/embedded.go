@@ -669,6 +669,40 @@ func (e *Embedded) QueueUsage(_ context.Context, from, to int64) ([]QueueSample,
 	return out, err
 }
 
+// PruneQueueUsage implements Store. Samples are keyed by time first, so
+// the oldest are the bucket's first keys.
+func (e *Embedded) PruneQueueUsage(ctx context.Context, before int64) (int64, error) {
+	var deleted int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return deleted, fmt.Errorf("history: prune queue usage: %w", err)
+		}
+		n := 0
+		err := e.db.Update(func(tx *bolt.Tx) error {
+			bk := tx.Bucket(bucketUsage)
+			var keys [][]byte
+			c := bk.Cursor()
+			for k, _ := c.First(); len(k) >= 8 && int64(binary.BigEndian.Uint64(k)) < before && len(keys) < PruneChunk; k, _ = c.Next() {
+				keys = append(keys, slices.Clone(k))
+			}
+			for _, k := range keys {
+				if err := bk.Delete(k); err != nil {
+					return err
+				}
+			}
+			n = len(keys)
+			return nil
+		})
+		if err != nil {
+			return deleted, fmt.Errorf("history: prune queue usage: %w", err)
+		}
+		deleted += int64(n)
+		if n < PruneChunk {
+			return deleted, nil
+		}
+	}
+}
+
 // Ping implements Store.
 func (e *Embedded) Ping(context.Context) error {
 	return e.db.View(func(*bolt.Tx) error { return nil })

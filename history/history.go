@@ -126,6 +126,12 @@ type QueueSample struct {
 	Jobs     int64
 }
 
+// PruneChunk bounds the queue samples one transaction of
+// PruneQueueUsage deletes, so that pruning a year of samples (the first
+// prune of a store that was never pruned) holds no long lock and no
+// large transaction.
+const PruneChunk = 5000
+
 // Store keeps finished batches. Implementations are safe for concurrent
 // use.
 type Store interface {
@@ -184,6 +190,11 @@ type Store interface {
 	// QueueUsage lists the samples with At in [from, to) (unix seconds),
 	// by queue, then time.
 	QueueUsage(ctx context.Context, from, to int64) ([]QueueSample, error)
+	// PruneQueueUsage deletes the samples with At before before (unix
+	// seconds), PruneChunk at a time, each chunk in a transaction of its
+	// own, and says how many it deleted (those of the chunks committed
+	// before an error too).
+	PruneQueueUsage(ctx context.Context, before int64) (deleted int64, err error)
 
 	// Ping checks that the store answers.
 	Ping(ctx context.Context) error

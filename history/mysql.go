@@ -898,6 +898,28 @@ func (m *MySQL) QueueUsage(ctx context.Context, from, to int64) ([]QueueSample, 
 	return out, nil
 }
 
+// PruneQueueUsage implements Store. Each chunk is one statement (its own
+// transaction) that walks the by_time index; ordering by the primary
+// key's columns too makes which rows a chunk deletes deterministic, so
+// the statement is safe for statement-based replication.
+func (m *MySQL) PruneQueueUsage(ctx context.Context, before int64) (int64, error) {
+	var deleted int64
+	for {
+		res, err := m.db.ExecContext(ctx, "DELETE FROM queue_usage WHERE at < ? ORDER BY at, queue LIMIT ?", before, PruneChunk)
+		if err != nil {
+			return deleted, fmt.Errorf("history: prune queue usage: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return deleted, fmt.Errorf("history: prune queue usage: %w", err)
+		}
+		deleted += n
+		if n < PruneChunk {
+			return deleted, nil
+		}
+	}
+}
+
 // Ping implements Store.
 func (m *MySQL) Ping(ctx context.Context) error {
 	m.pingMu.Lock()

@@ -120,6 +120,13 @@ type Config struct {
 	// AutoApplyTick is how often the leader looks for queue trees whose
 	// auto_apply is due.
 	AutoApplyTick time.Duration
+	// QueueUsageRetention is how long the history store keeps those
+	// samples: the leader deletes older ones at the start of its
+	// leadership and every hour after, and drover queue recommend and
+	// queue slo look back no further (their -days is refused beyond it).
+	// The default, 400 days, keeps the longest window they take (365
+	// days) whole.
+	QueueUsageRetention time.Duration
 	// BillingInterval is how often the leader looks at every billing
 	// project's spend regardless: it cancels a project's open batches at
 	// the moment the project reaches its spend limit (runSpendLimits),
@@ -278,6 +285,13 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// Bounds on Config.QueueUsageRetention: a day is the shortest window
+// drover queue recommend and queue slo take.
+const (
+	MinQueueUsageRetention = 24 * time.Hour
+	MaxQueueUsageRetention = 3650 * 24 * time.Hour
+)
+
 // DefaultConfig returns a configuration for one server on loopback.
 func DefaultConfig() *Config {
 	return &Config{
@@ -292,6 +306,7 @@ func DefaultConfig() *Config {
 		SLOInterval:                    5 * time.Minute,
 		AutoApplyTick:                  time.Minute,
 		SLOWindow:                      30 * 24 * time.Hour,
+		QueueUsageRetention:            400 * 24 * time.Hour,
 		CallbackAttempts:               8,
 		Retention:                      7 * 24 * time.Hour,
 		ExportInterval:                 5 * time.Second,
@@ -404,6 +419,9 @@ func (c *Config) Validate() error {
 	}
 	if c.QueueSampleInterval < time.Millisecond || c.QueueSampleInterval > time.Hour {
 		errs = append(errs, fmt.Errorf("QueueSampleInterval is %v; it must be between 1ms and 1h", c.QueueSampleInterval))
+	}
+	if c.QueueUsageRetention < MinQueueUsageRetention || c.QueueUsageRetention > MaxQueueUsageRetention {
+		errs = append(errs, fmt.Errorf("QueueUsageRetention (-queue-usage-retention) is %v; it must be between 24h (a day) and 87600h (ten years)", c.QueueUsageRetention))
 	}
 	if c.PreemptInterval < time.Millisecond || c.PreemptInterval > time.Hour {
 		errs = append(errs, fmt.Errorf("PreemptInterval is %v; it must be between 1ms and 1h", c.PreemptInterval))

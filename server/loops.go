@@ -246,10 +246,11 @@ func (s *Server) startLeading(parent context.Context) {
 		s.leaderWG.Add(1)
 		go func() { defer s.leaderWG.Done(); s.cluster.RunAutopilot(ctx) }()
 	}
-	s.leaderWG.Add(15)
+	s.leaderWG.Add(16)
 	go func() { defer s.leaderWG.Done(); s.runQueueSampler(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runAutoApply(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runSLOMetrics(ctx) }()
+	go func() { defer s.leaderWG.Done(); s.runQueueUsagePrune(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runPreemption(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runExporter(ctx) }()
 	go func() { defer s.leaderWG.Done(); s.runInstanceRetention(ctx) }()

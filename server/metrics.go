@@ -45,6 +45,7 @@ type metrics struct {
 	historyExported     prometheus.Counter
 	historyExportedJobs prometheus.Counter
 	historyForgotten    prometheus.Counter
+	queueUsagePruned    prometheus.Counter
 }
 
 // raftStats is what the metrics read from Raft at scrape time; *raft.Raft
@@ -110,7 +111,9 @@ func newMetrics(st *state.State, raftOf func() raftStats, raftPositions bool) *m
 	m.historyExportedJobs = prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_history_exported_jobs_total", Help: "Jobs this server exported to the history store."})
 	m.historyForgotten = prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_history_forgotten_batches_total",
 		Help: "Batches this server, leading, removed from memory once the history store held them and their retention window had passed."})
-	for _, c := range []prometheus.Collector{m.historyUp, m.historyWaiting, m.historyExported, m.historyExportedJobs, m.historyForgotten} {
+	m.queueUsagePruned = prometheus.NewCounter(prometheus.CounterOpts{Name: "drover_queue_usage_pruned_total",
+		Help: "Queue samples this server, leading, deleted from the history store once older than -queue-usage-retention."})
+	for _, c := range []prometheus.Collector{m.historyUp, m.historyWaiting, m.historyExported, m.historyExportedJobs, m.historyForgotten, m.queueUsagePruned} {
 		f(c)
 	}
 	for _, c := range []prometheus.Collector{m.isLeader, m.applySeconds, m.fsmApply, m.fsmEntries, m.snapshotBytes, m.snapshotSeconds,

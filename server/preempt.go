@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/drover-sched/drover/history"
@@ -51,8 +52,11 @@ func (s *Server) preemptOnce(p *leader.Preemptor, now time.Time) error {
 
 // runQueueSampler records, every QueueSampleInterval on the leader, what
 // each queue in use holds, in the history store: the time units Monarch's
-// percentile algorithm reads (drover queue recommend). A store that does
-// not answer loses that interval's samples, nothing else.
+// percentile algorithm reads (drover queue recommend). A round writes
+// one sample a queue in use, so at most placement.MaxQueues (the bound on
+// the queue tree), and runQueueUsagePrune deletes them once past their
+// retention. A store that does not answer loses that interval's
+// samples, nothing else.
 func (s *Server) runQueueSampler(ctx context.Context) {
 	every(ctx, s.cfg.QueueSampleInterval, func() {
 		if s.history == nil {
@@ -77,4 +81,61 @@ func (s *Server) runQueueSampler(ctx context.Context) {
 			s.log.Warn("recording queue usage", "err", err)
 		}
 	})
+}
+
+// queueUsagePruneInterval is how often the leader deletes the queue
+// samples past QueueUsageRetention: an hour's samples more are nothing
+// beside the retention's days, and each prune deletes about an hour's.
+const queueUsagePruneInterval = time.Hour
+
+// runQueueUsagePrune deletes from the history store, at the start of
+// this leadership and every queueUsagePruneInterval after, the queue
+// samples older than QueueUsageRetention, so the samples kept are
+// bounded: at most one a queue a second over the retention, and in
+// practice one a queue in use each QueueSampleInterval. A store that is
+// not connected yet (MySQL opens in the background) or fails is tried
+// again a minute later; only a failed prune is logged.
+func (s *Server) runQueueUsagePrune(ctx context.Context) {
+	if s.history == nil {
+		return
+	}
+	wait := time.Duration(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = queueUsagePruneInterval
+		if _, err := s.history.raw(); err != nil {
+			wait = time.Minute // the history status says why; no warning each minute
+			continue
+		}
+		if _, err := s.pruneQueueUsage(ctx, time.Now()); err != nil {
+			wait = time.Minute
+			if ctx.Err() == nil {
+				s.log.Warn("pruning queue usage; trying again in a minute", "err", err)
+			}
+		}
+	}
+}
+
+// pruneQueueUsage deletes the queue samples older than
+// QueueUsageRetention at now, counts them and logs how many went.
+func (s *Server) pruneQueueUsage(ctx context.Context, now time.Time) (int64, error) {
+	st, err := s.history.raw()
+	if err != nil {
+		return 0, err
+	}
+	before := now.Add(-s.cfg.QueueUsageRetention)
+	n, err := st.PruneQueueUsage(ctx, before.Unix())
+	s.metrics.queueUsagePruned.Add(float64(n))
+	if n > 0 {
+		s.log.Info("deleted queue samples past their retention", "samples", n, "before", before.UTC().Format(time.RFC3339),
+			"retention", s.cfg.QueueUsageRetention)
+	}
+	if err != nil {
+		return n, fmt.Errorf("delete queue samples before %s: %w", before.UTC().Format(time.RFC3339), err)
+	}
+	return n, nil
 }

@@ -306,7 +306,7 @@ func New(cfg *Config) (*Server, error) {
 			PeerTLS: s.peerTLS(), DefaultTokenTTL: cfg.DefaultTokenTTL, MetricsToken: cfg.MetricsToken,
 			Rates: httpapi.RateLimits{UserPerSecond: cfg.UserRequestsPerSecond, WorkerPerSecond: cfg.WorkerRequestsPerSecond,
 				AnonymousPerSecond: cfg.AnonymousRequestsPerSecond},
-			CallbackAllow: callbackAllow,
+			CallbackAllow: callbackAllow, QueueUsageRetention: cfg.QueueUsageRetention,
 		},
 		Log: s.log, State: s.state, Logs: s.logs, Node: apiNode{s}, Raft: s.raft.raft, Members: members,
 		Liveness: s.live, Notifier: s.notify, Events: s.events, Waiting: &s.waiting, Changes: s.feed.feed, Samples: s.feed.samples, Metrics: s.metrics.reg, Autoscaler: s.autoscale, Provider: s.providerInfo,

@@ -348,7 +348,7 @@ func (m placementCmds) runQueueRoute(ctx context.Context, args []string) error {
 // the whole tree with the suggestions in, for drover placement apply.
 func (m placementCmds) runQueueRecommend(ctx context.Context, args []string) error {
 	fs := m.newFlags("queue recommend", "[-days 30] [-percentile 95] [-hcl | -json]")
-	days := fs.Int("days", 30, "the window of recorded usage, in days (1 to 365)")
+	days := fs.Int("days", 0, "the window of recorded usage, in days: 1 to 365, and at most the days the server keeps (-queue-usage-retention) (default: 30, or those days when fewer)")
 	percentile := fs.Float64("percentile", 95, "the share of the time a queue is in use its guarantee covers, in percent, for the queues whose tree sets no recommend percentile")
 	asHCL := fs.Bool("hcl", false, "print the queue tree with the suggestions in, as queue blocks drover placement apply takes")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -402,7 +402,7 @@ func (m placementCmds) runQueueRecommend(ctx context.Context, args []string) err
 // each queue's runs and usage/capacity ratio.
 func (m placementCmds) runQueueSLO(ctx context.Context, args []string) error {
 	fs := m.newFlags("queue slo", "[-days 30] [-threshold 0.9] [-json]")
-	days := fs.Int("days", 30, "the window, in days (1 to 365)")
+	days := fs.Int("days", 0, "the window, in days, as drover queue recommend's (default: 30, or the days of queue usage the server keeps when fewer)")
 	threshold := fs.Float64("threshold", 0.9, "the success ratio from which a workflow is SLO-successful (more than 0, at most 1)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := parse(fs, args, 0, 0); err != nil {

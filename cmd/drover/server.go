@@ -84,6 +84,7 @@ func (m opsCmds) runServer(ctx context.Context, args []string) error {
 	sloWindow := fs.Duration("slo-window", def.SLOWindow, "the window of the SLO report the leader reads into its metrics (drover_workflow_slo_ratio, drover_tier_slo_successful_ratio), e.g. 720h")
 	sloEvery := fs.Duration("slo-interval", def.SLOInterval, "how often the leader reads the SLO report into its metrics")
 	sampleEvery := fs.Duration("queue-sample-interval", def.QueueSampleInterval, "how often the leader records what each queue in use holds in the history store (the data of drover queue recommend and queue slo)")
+	sampleRetention := fs.Duration("queue-usage-retention", def.QueueUsageRetention, "how long the history store keeps the queue samples -queue-sample-interval records (24h to 87600h): the leader deletes older ones hourly, and drover queue recommend and queue slo look back at most this many whole days")
 	var callbackAllow multiFlag
 	fs.Var(&callbackAllow, "callback-allow", "a destination batches' completion callbacks may go to: an http(s) URL whose host and paths under it are allowed (repeatable; default: no callbacks)")
 	metricsToken := fs.String("metrics-token", "", "bearer token /metrics requires (default: /metrics is open); -metrics-token-file keeps it off the command line")
@@ -161,7 +162,7 @@ func (m opsCmds) runServer(ctx context.Context, args []string) error {
 	cfg.DefaultTokenTTL, cfg.MetricsToken, cfg.BillingInterval = *tokenTTL, *metricsToken, *billingInterval
 	cfg.CallbackAllow = callbackAllow
 	cfg.PreemptInterval = *preemptEvery
-	cfg.QueueSampleInterval = *sampleEvery
+	cfg.QueueSampleInterval, cfg.QueueUsageRetention = *sampleEvery, *sampleRetention
 	cfg.SLOWindow, cfg.SLOInterval = *sloWindow, *sloEvery
 	cfg.HistoryDSN, cfg.Retention, cfg.ExportInterval = *historyDSN, *retention, *exportInterval
 	if *historyDSNFile != "" {

@@ -29,6 +29,7 @@ func Run(t *testing.T, open func(t *testing.T) history.Store) {
 	t.Run("Efficiency", func(t *testing.T) { testEfficiency(t, open(t)) })
 	t.Run("QueueUsage", func(t *testing.T) { testQueueUsage(t, open(t)) })
 	t.Run("SLORuns", func(t *testing.T) { testSLORuns(t, open(t)) })
+	t.Run("PruneQueueUsage", func(t *testing.T) { testPruneQueueUsage(t, open(t)) })
 	t.Run("TimelinesAndDiscard", func(t *testing.T) { testTimelines(t, open(t)) })
 }
 
@@ -175,6 +176,39 @@ func testQueueUsage(t *testing.T, s history.Store) {
 	})
 	if got, err := s.QueueUsage(ctx, 1000, 2000); err != nil || len(got) != 0 {
 		t.Fatalf("an empty window: %v %v", got, err)
+	}
+}
+
+// testPruneQueueUsage: a prune deletes every sample before its time,
+// over more than one chunk, and none at or after it; a second prune
+// finds nothing.
+func testPruneQueueUsage(t *testing.T, s history.Store) {
+	const cutoff = 1_000_000
+	old := 2*history.PruneChunk + 7
+	var samples []history.QueueSample
+	for i := range old {
+		// The last is a second before the cutoff.
+		samples = append(samples, history.QueueSample{Queue: fmt.Sprintf("org/q%d", i%3), At: cutoff - int64(old) + int64(i), Seconds: 1, CPUMilli: 1000, Jobs: 1})
+	}
+	kept := []history.QueueSample{
+		{Queue: "org/q0", At: cutoff, Seconds: 60, CPUMilli: 2000, Jobs: 2},
+		{Queue: "org/q0", At: cutoff + 60, Seconds: 60, CPUMilli: 3000, Jobs: 3},
+		{Queue: "org/q1", At: cutoff + 60, Seconds: 60, CPUMilli: 4000, Jobs: 4},
+	}
+	must(t, s.PutQueueUsage(ctx, append(samples, kept...)))
+	if n, err := s.PruneQueueUsage(ctx, 0); err != nil || n != 0 {
+		t.Fatalf("a prune before every sample deleted %d, %v", n, err)
+	}
+	n, err := s.PruneQueueUsage(ctx, cutoff)
+	must(t, err)
+	if n != int64(old) {
+		t.Fatalf("the prune deleted %d samples, want the %d before the cutoff", n, old)
+	}
+	got, err := s.QueueUsage(ctx, 0, cutoff+1000)
+	must(t, err)
+	same(t, "queue usage after the prune", got, kept)
+	if n, err := s.PruneQueueUsage(ctx, cutoff); err != nil || n != 0 {
+		t.Fatalf("a second prune deleted %d, %v", n, err)
 	}
 }
 

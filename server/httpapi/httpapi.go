@@ -184,6 +184,10 @@ type Config struct {
 	// CallbackAllow are the destinations batches' completion callbacks
 	// may go to (api.CallbackAllowed; none: callbacks are refused).
 	CallbackAllow []*url.URL
+	// QueueUsageRetention is how long the history store keeps queue
+	// samples: the queue reports over them take no more days than it
+	// holds whole (0: no bound but their own 365 days).
+	QueueUsageRetention time.Duration
 }
 
 // Deps is everything the API is built from. Members may be nil (a server

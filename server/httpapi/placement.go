@@ -170,18 +170,40 @@ func (s *placementHandlers) handlePutQueue(w http.ResponseWriter, r *http.Reques
 	return apiview.Queue(&out), nil
 }
 
+// usageDays reads the days of a report over the recorded queue usage:
+// 1 to 365, and no more than the whole days of samples the server keeps
+// (QueueUsageRetention), so that no window reaches back past what the
+// leader deletes and reads a partial one as a quiet stretch; without
+// days, 30 (or as many as it keeps, when fewer).
+func (s *placementHandlers) usageDays(r *http.Request) (int, error) {
+	most := 365
+	if keep := int(s.cfg.QueueUsageRetention / (24 * time.Hour)); s.cfg.QueueUsageRetention > 0 && keep < most {
+		most = keep
+	}
+	v := r.URL.Query().Get("days")
+	if v == "" {
+		return min(30, most), nil
+	}
+	d, err := strconv.Atoi(v)
+	if err != nil || d < 1 || d > 365 {
+		return 0, codedf(http.StatusBadRequest, "days %.20q must be a whole number of days between 1 and 365", v)
+	}
+	if d > most {
+		return 0, codedf(http.StatusBadRequest, "days %d reaches back past the %d days of queue usage this server keeps (server setting queue_usage_retention, %v): ask for %d or fewer",
+			d, most, s.cfg.QueueUsageRetention, most)
+	}
+	return d, nil
+}
+
 // handleRecommendQueues runs Monarch's percentile algorithm
 // (placement.Recommend) over the usage the history store recorded in the
 // last days, for every queue of the tree.
 func (s *placementHandlers) handleRecommendQueues(w http.ResponseWriter, r *http.Request) (any, error) {
-	days, percentile := 30, 95.0
-	if v := r.URL.Query().Get("days"); v != "" {
-		d, err := strconv.Atoi(v)
-		if err != nil || d < 1 || d > 365 {
-			return nil, codedf(http.StatusBadRequest, "days %.20q must be a whole number of days between 1 and 365", v)
-		}
-		days = d
+	days, err := s.usageDays(r)
+	if err != nil {
+		return nil, err
 	}
+	percentile := 95.0
 	if v := r.URL.Query().Get("percentile"); v != "" {
 		p, err := strconv.ParseFloat(v, 64)
 		if err != nil || p <= 0 || p > 100 || math.IsNaN(p) {
@@ -212,13 +234,10 @@ func (s *placementHandlers) handleRecommendQueues(w http.ResponseWriter, r *http
 // store together, and each queue's usage/capacity ratio (core-hours used
 // over its guarantee's core-hours in the window).
 func (s *placementHandlers) handleQueueSLO(w http.ResponseWriter, r *http.Request) (any, error) {
-	days, threshold := 30, placement.DefaultSLOThreshold
-	if v := r.URL.Query().Get("days"); v != "" {
-		d, err := strconv.Atoi(v)
-		if err != nil || d < 1 || d > 365 {
-			return nil, codedf(http.StatusBadRequest, "days %.20q must be a whole number of days between 1 and 365", v)
-		}
-		days = d
+	threshold := placement.DefaultSLOThreshold
+	days, err := s.usageDays(r)
+	if err != nil {
+		return nil, err
 	}
 	if v := r.URL.Query().Get("threshold"); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
