@@ -2,11 +2,9 @@ package server
 
 import (
 	"context"
-	"strings"
 	"time"
 
-	"github.com/drover-sched/drover/placement"
-	"github.com/drover-sched/drover/server/httpapi"
+	"github.com/drover-sched/drover/server/apiview"
 	"github.com/drover-sched/drover/server/state"
 )
 
@@ -26,18 +24,8 @@ func (s *Server) autoApplyOnce(ctx context.Context, now time.Time) error {
 	if s.history == nil {
 		return nil
 	}
-	var due []string
 	queues := s.state.Queues()
-	s.state.Read(func(r state.Reader) {
-		for _, q := range queues {
-			if strings.Contains(q.Path, placement.QueueSep) || !q.AutoApply.On() {
-				continue
-			}
-			if last := r.LastAutoApply(q.Path); last == 0 || now.UnixNano()-last >= q.AutoApply.EveryNs {
-				due = append(due, q.Path)
-			}
-		}
-	})
+	due := apiview.DueTrees(s.state, queues, now)
 	if len(due) == 0 {
 		return nil
 	}
@@ -46,7 +34,7 @@ func (s *Server) autoApplyOnce(ctx context.Context, now time.Time) error {
 		return err
 	}
 	for _, tree := range due {
-		cmd, err := httpapi.Regenerate(ctx, queues, st, tree, now, "drover auto_apply")
+		cmd, err := apiview.Regenerate(ctx, queues, st, tree, now, "drover auto_apply")
 		if err != nil {
 			return err
 		}

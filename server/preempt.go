@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/drover-sched/drover/history"
+	"github.com/drover-sched/drover/server/apiview"
 	"github.com/drover-sched/drover/server/leader"
 	"github.com/drover-sched/drover/server/state"
 	"github.com/drover-sched/drover/server/why"
@@ -62,14 +62,7 @@ func (s *Server) runQueueSampler(ctx context.Context) {
 		if s.history == nil {
 			return
 		}
-		now := time.Now()
-		var samples []history.QueueSample
-		for _, q := range s.state.Queues() {
-			if q.UsedJobs > 0 {
-				samples = append(samples, history.QueueSample{Queue: q.Path, At: now.Unix(), Seconds: max(int64(s.cfg.QueueSampleInterval/time.Second), 1),
-					CPUMilli: q.UsedMilli, Memory: q.UsedMemory, Jobs: q.UsedJobs})
-			}
-		}
+		samples := apiview.QueueSamples(s.state.Queues(), time.Now(), int64(s.cfg.QueueSampleInterval/time.Second))
 		if len(samples) == 0 {
 			return
 		}

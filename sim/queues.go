@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/history"
 	"github.com/drover-sched/drover/internal/token"
 	"github.com/drover-sched/drover/internal/units"
+	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/scheduler"
 	"github.com/drover-sched/drover/server/apiview"
 	"github.com/drover-sched/drover/server/leader"
@@ -39,7 +41,9 @@ type QueueScenario struct {
 	Queues  []api.Queue  `json:"queues"`
 	Batches []QueueBatch `json:"batches"`
 	// Until stops the run (absent: once every job is done).
-	Until  Duration    `json:"until,omitempty"`
+	Until Duration `json:"until,omitempty"`
+	// Step is the virtual time between two steps (absent: the options').
+	Step   Duration    `json:"step,omitempty"`
 	Expect QueueExpect `json:"expect"`
 }
 
@@ -67,6 +71,10 @@ type QueueBatch struct {
 	// JobGroups are the batch's job groups (api.JobGroupSpec), which
 	// its jobs name (QueueJob.Group).
 	JobGroups []api.JobGroupSpec `json:"job_groups,omitempty"`
+	// SLO is the batch's runtime target (api's slo_seconds), Workflow its
+	// workflow attribute (absent: its name, "sim").
+	SLO      Duration `json:"slo,omitempty"`
+	Workflow string   `json:"workflow,omitempty"`
 }
 
 // QueueJob is Count jobs alike.
@@ -152,6 +160,25 @@ type QueueExpect struct {
 	// one cluster (GangStarts counts those starts).
 	GangsWhole bool `json:"gangs_whole,omitempty"`
 	GangStarts int  `json:"gang_starts,omitempty"`
+	// SLOSuccess bounds a queue's SLO success ratio (runs that met their
+	// SLO over runs, placement.TallySLO) over the runs that completed in
+	// [From, To).
+	SLOSuccess []SLOWindow `json:"slo_success,omitempty"`
+	// MaxCostGrowth bounds the core-hours of the last CostDays days
+	// against those of the first CostDays (0.05: at most 5% more).
+	MaxCostGrowth *float64 `json:"max_cost_growth,omitempty"`
+	CostDays      int      `json:"cost_days,omitempty"`
+	// MinAutoApplied: at least so many regenerations applied.
+	MinAutoApplied int `json:"min_auto_applied,omitempty"`
+}
+
+// SLOWindow bounds a queue's SLO success ratio over a window.
+type SLOWindow struct {
+	Queue string   `json:"queue"`
+	From  Duration `json:"from"`
+	To    Duration `json:"to"`
+	Min   *float64 `json:"min,omitempty"`
+	Max   *float64 `json:"max,omitempty"`
 }
 
 // ReadQueueScenario reads a scenario file.
@@ -227,6 +254,22 @@ type QueueResult struct {
 	// one cluster.
 	GangStarts int `json:"gang_starts,omitempty"`
 	GangsSplit int `json:"gangs_split,omitempty"`
+	// SLOSuccess: each expected window's SLO success ratio and runs;
+	// DailyCoreHours what the attempts ending each day held;
+	// AutoApplied the regenerations of queue settings applied (auto_apply
+	// on a tree), and Settings each queue's weight, guarantee (cores) and
+	// max_running jobs at the end.
+	SLOSuccess     []SLOWindowResult `json:"slo_success,omitempty"`
+	DailyCoreHours []float64         `json:"daily_core_hours,omitempty"`
+	AutoApplied    int               `json:"auto_applied,omitempty"`
+	Settings       map[string]string `json:"settings,omitempty"`
+}
+
+// SLOWindowResult is a queue's SLO success over an expected window.
+type SLOWindowResult struct {
+	Queue string  `json:"queue"`
+	Runs  int64   `json:"runs"`
+	Ratio float64 `json:"ratio"`
 }
 
 // estimateEvery is how often the run samples estimated starts, and
@@ -263,17 +306,21 @@ type qjob struct {
 
 type qrun struct {
 	raftLog
-	scheduler *leader.Scheduler
-	sc        *QueueScenario
-	opts      Options
-	insts     []uint32
-	region    map[uint32]string
-	cluster   map[uint32]string // each instance's
-	jobs      map[jobKey]*qjob
-	running   map[attemptKey]*qattempt
-	known     map[uint32][]state.AttemptID
-	res       *QueueResult
-	first     map[string]time.Time
+	// history holds what each queue held (a tree with auto_apply reads
+	// it); lastSample is when the run last recorded it.
+	history    history.Store
+	lastSample time.Time
+	scheduler  *leader.Scheduler
+	sc         *QueueScenario
+	opts       Options
+	insts      []uint32
+	region     map[uint32]string
+	cluster    map[uint32]string // each instance's
+	jobs       map[jobKey]*qjob
+	running    map[attemptKey]*qattempt
+	known      map[uint32][]state.AttemptID
+	res        *QueueResult
+	first      map[string]time.Time
 	// samples of each queue's cores held, for shares, and each user's
 	held     map[string]float64
 	nSam     int
@@ -310,10 +357,63 @@ func RunQueues(ctx context.Context, sc *QueueScenario, opts Options, preemptEver
 		res: &QueueResult{Name: sc.Name, P50Wait: map[string]float64{}, P99Wait: map[string]float64{}, MaxWait: map[string]float64{},
 			Preempted: map[string]int{}, ReclaimAfter: map[string]float64{}, VictimRegions: map[string][]string{}, FirstRun: map[string]float64{}}}
 	r.scheduler = &leader.Scheduler{Clock: r.clk, MaxJobs: opts.MaxPlacements}
+	if sc.Step > 0 {
+		r.opts.Step = time.Duration(sc.Step)
+	}
+	for _, q := range sc.Queues {
+		if q.AutoApply != nil {
+			dir, err := os.MkdirTemp("", "drover-sim-history-")
+			if err != nil {
+				return nil, err
+			}
+			defer os.RemoveAll(dir)
+			if r.history, err = history.OpenEmbedded(dir); err != nil {
+				return nil, err
+			}
+			defer r.history.Close()
+			break
+		}
+	}
 	if err := r.setUp(); err != nil {
 		return nil, err
 	}
 	return r.loop(ctx, preemptEvery)
+}
+
+// autoApplyEvery is how often the run samples what each queue holds into
+// its history store and regenerates the trees whose auto_apply is due
+// (the leader's QueueSampleInterval and AutoApplyTick).
+const autoApplyEvery = time.Minute
+
+// autoApply, in a run with a history store (a tree has auto_apply),
+// records each queue's use every autoApplyEvery, and regenerates the
+// trees that are due, as the leader does (apiview.QueueSamples,
+// apiview.DueTrees, apiview.Regenerate).
+func (r *qrun) autoApply(ctx context.Context, now time.Time) error {
+	if r.history == nil || (!r.lastSample.IsZero() && now.Sub(r.lastSample) < autoApplyEvery) {
+		return nil
+	}
+	r.lastSample = now
+	queues := r.st.Queues()
+	if samples := apiview.QueueSamples(queues, now, int64(autoApplyEvery/time.Second)); len(samples) > 0 {
+		if err := r.history.PutQueueUsage(ctx, samples); err != nil {
+			return err
+		}
+	}
+	for _, tree := range apiview.DueTrees(r.st, queues, now) {
+		cmd, err := apiview.Regenerate(ctx, queues, r.history, tree, now, "drover auto_apply")
+		if err != nil {
+			return err
+		}
+		res, err := r.apply(cmd)
+		if err != nil {
+			return err
+		}
+		if v := res.(*state.AutoApplyResult).Version; v.Applied {
+			r.res.AutoApplied++
+		}
+	}
+	return nil
 }
 
 func (r *qrun) setUp() error {
@@ -423,6 +523,9 @@ func (r *qrun) loop(ctx context.Context, preemptEvery time.Duration) (*QueueResu
 			return nil, err
 		}
 		r.sample(now)
+		if err := r.autoApply(ctx, now); err != nil {
+			return nil, err
+		}
 		if r.sc.Expect.EstimateMedianError > 0 && (r.lastEstimate.IsZero() || now.Sub(r.lastEstimate) >= estimateEvery) {
 			r.lastEstimate = now
 			r.sampleEstimates(now)
@@ -431,8 +534,8 @@ func (r *qrun) loop(ctx context.Context, preemptEvery time.Duration) (*QueueResu
 		if doneAll || (r.sc.Until > 0 && now.Sub(start) >= time.Duration(r.sc.Until)) {
 			break
 		}
-		if now.Sub(start) > 72*time.Hour {
-			return nil, fmt.Errorf("sim: scenario %s did not finish within 72 hours", r.sc.Name)
+		if limit := max(72*time.Hour, time.Duration(r.sc.Until)+24*time.Hour); now.Sub(start) > limit {
+			return nil, fmt.Errorf("sim: scenario %s did not finish within %s", r.sc.Name, limit)
 		}
 		r.clk.t = now.Add(r.opts.Step)
 	}
@@ -552,7 +655,12 @@ func (r *qrun) arrive(b *QueueBatch, now time.Time) error {
 	if _, ok := r.first[queue]; !ok {
 		r.first[queue] = now
 	}
-	res, err := r.apply(&state.CreateBatch{Now: now.UnixNano(), User: b.User, BillingProject: b.Project, Name: "sim", Jobs: entries, Queue: b.Queue, Priority: b.Priority, Groups: groups})
+	var attrs state.StringMap
+	if b.Workflow != "" {
+		attrs = state.StringMap{api.WorkflowAttribute: b.Workflow}
+	}
+	res, err := r.apply(&state.CreateBatch{Now: now.UnixNano(), User: b.User, BillingProject: b.Project, Name: "sim", Jobs: entries, Queue: b.Queue, Priority: b.Priority, Groups: groups,
+		SLONs: int64(time.Duration(b.SLO)), Attributes: attrs})
 	if err != nil {
 		return err
 	}
@@ -613,7 +721,13 @@ func (r *qrun) complete(now time.Time) error {
 	}
 	for _, e := range evs {
 		if a := r.running[attemptKey{e.Batch, e.Job, e.Attempt}]; a != nil {
-			r.res.CoreHours += float64(r.jobs[jobKey{e.Batch, e.Job}].milli) / 1000 * time.Duration(e.End-e.Start).Hours()
+			ch := float64(r.jobs[jobKey{e.Batch, e.Job}].milli) / 1000 * time.Duration(e.End-e.Start).Hours()
+			r.res.CoreHours += ch
+			day := int(now.Sub(start) / (24 * time.Hour))
+			for len(r.res.DailyCoreHours) <= day {
+				r.res.DailyCoreHours = append(r.res.DailyCoreHours, 0)
+			}
+			r.res.DailyCoreHours[day] += ch
 			r.res.LastEndSec = max(r.res.LastEndSec, now.Sub(start).Seconds())
 		}
 		delete(r.running, attemptKey{e.Batch, e.Job, e.Attempt})
@@ -781,6 +895,36 @@ func (r *qrun) result() *QueueResult {
 		}
 	}
 	res.CoreHours = round(res.CoreHours, 3)
+	for i := range res.DailyCoreHours {
+		res.DailyCoreHours[i] = round(res.DailyCoreHours[i], 1)
+	}
+	if len(r.sc.Expect.SLOSuccess) > 0 {
+		recs := r.st.CompletedWithSLO(0, math.MaxInt)
+		for _, w := range r.sc.Expect.SLOSuccess {
+			var runs []placement.WorkflowRun
+			for _, rec := range recs {
+				b := apiview.Batch(&rec, r.clk.t)
+				run, ok := history.SLORunOf(&b)
+				at := time.Duration(rec.Completed - start.UnixNano())
+				if ok && rec.Queue == w.Queue && at >= time.Duration(w.From) && at < time.Duration(w.To) {
+					runs = append(runs, run.WorkflowRun)
+				}
+			}
+			out := SLOWindowResult{Queue: w.Queue}
+			for _, q := range placement.TallySLO(runs, 0).Queues {
+				if q.Queue == w.Queue && q.Runs > 0 {
+					out.Runs, out.Ratio = q.Runs, round(float64(q.Met)/float64(q.Runs), 3)
+				}
+			}
+			res.SLOSuccess = append(res.SLOSuccess, out)
+		}
+	}
+	if r.history != nil {
+		res.Settings = map[string]string{}
+		for _, q := range r.st.Queues() {
+			res.Settings[q.Path] = fmt.Sprintf("weight %d, %g cores, max_running %d", q.EffectiveWeight(), float64(q.Guarantee.CPUMilli)/1000, q.Limits.MaxRunningJobs)
+		}
+	}
 	// Each gang's starts: its members' k-th starts at one instant, in one
 	// cluster.
 	type gangStart struct {
@@ -1010,6 +1154,35 @@ func (sc *QueueScenario) Check(res *QueueResult) error {
 	}
 	if e.MaxCoreHours > 0 && res.CoreHours > e.MaxCoreHours {
 		errs = append(errs, fmt.Errorf("the attempts held %.2f core-hours, want at most %.2f", res.CoreHours, e.MaxCoreHours))
+	}
+	for i, w := range e.SLOSuccess {
+		got := res.SLOSuccess[i]
+		switch {
+		case got.Runs == 0:
+			errs = append(errs, fmt.Errorf("%s: no run completed in [%s, %s)", w.Queue, time.Duration(w.From), time.Duration(w.To)))
+		case w.Min != nil && got.Ratio < *w.Min:
+			errs = append(errs, fmt.Errorf("%s: SLO success %.3f of %d runs in [%s, %s), want at least %.3f", w.Queue, got.Ratio, got.Runs, time.Duration(w.From), time.Duration(w.To), *w.Min))
+		case w.Max != nil && got.Ratio > *w.Max:
+			errs = append(errs, fmt.Errorf("%s: SLO success %.3f of %d runs in [%s, %s), want at most %.3f", w.Queue, got.Ratio, got.Runs, time.Duration(w.From), time.Duration(w.To), *w.Max))
+		}
+	}
+	if g := e.MaxCostGrowth; g != nil {
+		d := res.DailyCoreHours
+		n := max(e.CostDays, 1)
+		if len(d) < 2*n {
+			errs = append(errs, fmt.Errorf("the run covered %d days; comparing cost needs %d", len(d), 2*n))
+		} else {
+			var first, last float64
+			for i := range n {
+				first, last = first+d[i], last+d[len(d)-1-i]
+			}
+			if last > first*(1+*g) {
+				errs = append(errs, fmt.Errorf("the last %d days' attempts held %.1f core-hours, the first %d days' %.1f: more than %.0f%% more", n, last, n, first, *g*100))
+			}
+		}
+	}
+	if res.AutoApplied < e.MinAutoApplied {
+		errs = append(errs, fmt.Errorf("%d regenerations of queue settings applied, want at least %d", res.AutoApplied, e.MinAutoApplied))
 	}
 	if e.PreemptedFirst && res.PlaceLost > 0 {
 		errs = append(errs, fmt.Errorf("%d jobs started for the first time while a preempted job of their batch waited to run again", res.PlaceLost))

@@ -1,8 +1,11 @@
 package apiview
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/drover-sched/drover/history"
 	"github.com/drover-sched/drover/placement"
@@ -86,4 +89,67 @@ func Regenerated(r Recommended, step int64) ([]state.QueueSetting, string) {
 		notes = append(notes, "no samples, settings kept: "+strings.Join(kept, ", "))
 	}
 	return out, strings.Join(notes, "; ")
+}
+
+// ErrNoTree: Regenerate was asked for a tree that does not exist.
+var ErrNoTree = errors.New("no such queue tree")
+
+// DefaultRecommendPermille is the percentile of a queue that neither it
+// nor a queue above it sets (drover queue recommend's -percentile
+// default).
+const DefaultRecommendPermille = 950
+
+// Regenerate makes the AutoApplyQueues entry of a tree's regeneration at
+// now: the recommendation from the tree's window of recorded use, each
+// setting moved at most its max_change (placement.Bounded), a note of
+// Monarch's checks and of the queues kept for want of samples. The
+// leader's schedule, the endpoint and the simulator share it.
+func Regenerate(ctx context.Context, queues []state.QueueInfo, st history.Store, tree string, now time.Time, by string) (*state.AutoApplyQueues, error) {
+	infos := TreeOf(queues, tree)
+	if len(infos) == 0 || infos[0].Path != tree {
+		return nil, fmt.Errorf("queue tree %q: %w", tree, ErrNoTree)
+	}
+	auto := infos[0].AutoApply
+	days := auto.Window()
+	usage, err := st.QueueUsage(ctx, now.Add(-time.Duration(days)*24*time.Hour).Unix(), now.Unix()+1)
+	if err != nil {
+		return nil, fmt.Errorf("queue usage: %w", err)
+	}
+	rec, err := Recommend(infos, usage, days, DefaultRecommendPermille)
+	if err != nil {
+		return nil, err
+	}
+	after, note := Regenerated(rec, auto.Step())
+	return &state.AutoApplyQueues{Now: now.UnixNano(), Tree: tree, By: by, DryRun: auto.DryRun, After: after, Note: note}, nil
+}
+
+// QueueSamples are what each queue in use holds at now, over a stretch of
+// seconds: the leader's sample each QueueSampleInterval (and the
+// simulator's), the time units of the percentile algorithm.
+func QueueSamples(queues []state.QueueInfo, now time.Time, seconds int64) []history.QueueSample {
+	var out []history.QueueSample
+	for _, q := range queues {
+		if q.UsedJobs > 0 {
+			out = append(out, history.QueueSample{Queue: q.Path, At: now.Unix(), Seconds: max(seconds, 1), CPUMilli: q.UsedMilli, Memory: q.UsedMemory, Jobs: q.UsedJobs})
+		}
+	}
+	return out
+}
+
+// DueTrees are the top queues whose auto_apply is due at now: never run,
+// or last run (state, so a new leader keeps the schedule) at least its
+// every ago.
+func DueTrees(src interface{ Read(func(state.Reader)) }, queues []state.QueueInfo, now time.Time) []string {
+	var due []string
+	src.Read(func(r state.Reader) {
+		for _, q := range queues {
+			if strings.Contains(q.Path, placement.QueueSep) || !q.AutoApply.On() {
+				continue
+			}
+			if last := r.LastAutoApply(q.Path); last == 0 || now.UnixNano()-last >= q.AutoApply.EveryNs {
+				due = append(due, q.Path)
+			}
+		}
+	})
+	return due
 }

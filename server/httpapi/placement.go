@@ -3,6 +3,7 @@ package httpapi
 import (
 	"cmp"
 	"context"
+	"errors"
 	"math"
 	"net/http"
 	"slices"
@@ -11,7 +12,6 @@ import (
 	"time"
 
 	"github.com/drover-sched/drover/api"
-	"github.com/drover-sched/drover/history"
 	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/server/apiview"
 	"github.com/drover-sched/drover/server/state"
@@ -296,9 +296,12 @@ func (s *placementHandlers) handleQueueAutoApply(w http.ResponseWriter, r *http.
 	if err != nil {
 		return nil, err
 	}
-	cmd, err := Regenerate(r.Context(), s.state.Queues(), st, req.Tree, time.Now(), "by "+userOf(r).Name)
-	if err != nil {
-		return nil, err
+	cmd, err := apiview.Regenerate(r.Context(), s.state.Queues(), st, req.Tree, time.Now(), userOf(r).Name)
+	switch {
+	case errors.Is(err, apiview.ErrNoTree):
+		return nil, codedf(http.StatusNotFound, "%v; drover queue tree shows the queues", err)
+	case err != nil:
+		return nil, codedf(http.StatusServiceUnavailable, "%v", err)
 	}
 	cmd.DryRun = cmd.DryRun || req.DryRun
 	res, err := s.apply(cmd)
@@ -309,35 +312,6 @@ func (s *placementHandlers) handleQueueAutoApply(w http.ResponseWriter, r *http.
 	s.log.Info("queue settings regenerated", "tree", req.Tree, "by", userOf(r).Name, "version", v.Seq, "kind", v.Kind, "changes", len(v.After))
 	return apiview.QueueVersion(&v), nil
 }
-
-// Regenerate makes the AutoApplyQueues entry of a tree's regeneration at
-// now: the recommendation from the tree's window of recorded use, each
-// setting moved at most its max_change (placement.Bounded), a note of
-// Monarch's checks and of the queues kept for want of samples. The leader
-// loop and the endpoint share it.
-func Regenerate(ctx context.Context, queues []state.QueueInfo, st history.Store, tree string, now time.Time, by string) (*state.AutoApplyQueues, error) {
-	infos := apiview.TreeOf(queues, tree)
-	if len(infos) == 0 || infos[0].Path != tree {
-		return nil, codedf(http.StatusNotFound, "queue tree %q does not exist; drover queue tree shows the queues", tree)
-	}
-	auto := infos[0].AutoApply
-	days := auto.Window()
-	usage, err := st.QueueUsage(ctx, now.Add(-time.Duration(days)*24*time.Hour).Unix(), now.Unix()+1)
-	if err != nil {
-		return nil, codedf(http.StatusServiceUnavailable, "queue usage: %v", err)
-	}
-	rec, err := apiview.Recommend(infos, usage, days, DefaultRecommendPermille)
-	if err != nil {
-		return nil, codedf(http.StatusInternalServerError, "%v", err)
-	}
-	after, note := apiview.Regenerated(rec, auto.Step())
-	return &state.AutoApplyQueues{Now: now.UnixNano(), Tree: tree, By: by, DryRun: auto.DryRun, After: after, Note: note}, nil
-}
-
-// DefaultRecommendPermille is the percentile of a queue that neither it
-// nor a queue above it sets (drover queue recommend's -percentile
-// default).
-const DefaultRecommendPermille = 950
 
 // handleQueueRollback puts back a tree's settings from before a version.
 func (s *placementHandlers) handleQueueRollback(w http.ResponseWriter, r *http.Request) (any, error) {
