@@ -2,6 +2,7 @@ package history
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -638,7 +639,11 @@ func (e *Embedded) PutQueueUsage(_ context.Context, samples []QueueSample) error
 			if err != nil {
 				return err
 			}
-			if err := bk.Put(append(key64(uint64(s.At)), s.Queue...), v); err != nil {
+			k := append(key64(uint64(s.At)), s.Queue...)
+			if s.Cluster != "" {
+				k = append(append(k, 0), s.Cluster...)
+			}
+			if err := bk.Put(k, v); err != nil {
 				return fmt.Errorf("history: store queue usage: %w", err)
 			}
 		}
@@ -656,15 +661,13 @@ func (e *Embedded) QueueUsage(_ context.Context, from, to int64) ([]QueueSample,
 			if err := json.Unmarshal(v, &u); err != nil {
 				return fmt.Errorf("history: queue usage: %w", err)
 			}
-			out = append(out, QueueSample{Queue: string(k[8:]), At: int64(binary.BigEndian.Uint64(k)), Seconds: u.Seconds, CPUMilli: u.CPUMilli, Memory: u.Memory, Jobs: u.Jobs})
+			queue, cluster, _ := strings.Cut(string(k[8:]), "\x00")
+			out = append(out, QueueSample{Queue: queue, Cluster: cluster, At: int64(binary.BigEndian.Uint64(k)), Seconds: u.Seconds, CPUMilli: u.CPUMilli, Memory: u.Memory, Jobs: u.Jobs})
 		}
 		return nil
 	})
 	slices.SortStableFunc(out, func(a, b QueueSample) int {
-		if a.Queue != b.Queue {
-			return strings.Compare(a.Queue, b.Queue)
-		}
-		return int(a.At - b.At)
+		return cmp.Or(strings.Compare(a.Queue, b.Queue), strings.Compare(a.Cluster, b.Cluster), cmp.Compare(a.At, b.At))
 	})
 	return out, err
 }

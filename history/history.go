@@ -117,6 +117,11 @@ type EfficiencyQuery struct {
 // QueueSample is what a queue's running attempts (its subtree's) held
 // over a stretch of time: the leader samples every queue in use each
 // minute, for the percentile algorithm (drover queue recommend).
+//
+// A sample with a Cluster is of one cluster: what a leaf queue's attempts
+// held there, or, with no Queue, the cluster's capacity (its active
+// workers' cores and memory, and in Jobs how many they are), for the
+// reports of usage against capacity by cluster.
 type QueueSample struct {
 	Queue    string
 	At       int64 // unix seconds: the stretch's start
@@ -124,7 +129,12 @@ type QueueSample struct {
 	CPUMilli int64
 	Memory   int64
 	Jobs     int64
+	Cluster  string `json:",omitempty"`
 }
+
+// Whole reports whether the sample is of a queue in all clusters (the
+// percentile algorithm's time units), not of one cluster.
+func (s *QueueSample) Whole() bool { return s.Cluster == "" }
 
 // PruneChunk bounds the queue samples one transaction of
 // PruneQueueUsage deletes, so that pruning a year of samples (the first

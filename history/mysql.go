@@ -118,6 +118,9 @@ var migrations = []string{
 		cancelled BOOL NOT NULL,
 		KEY by_time (completed, batch_id)
 	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+	// Queue samples of one cluster, and each cluster's capacity (queue
+	// ''), beside those of queues in all clusters (cluster '').
+	12: `ALTER TABLE queue_usage ADD COLUMN cluster VARCHAR(64) NOT NULL DEFAULT '', DROP PRIMARY KEY, ADD PRIMARY KEY (queue, cluster, at)`,
 }
 
 // SchemaVersion is the schema this binary needs.
@@ -864,11 +867,11 @@ func (m *MySQL) effPage(rows *sql.Rows, q EfficiencyQuery, limit int, out *[]Eff
 
 // PutQueueUsage implements Store.
 func (m *MySQL) PutQueueUsage(ctx context.Context, samples []QueueSample) error {
-	err := m.insertRows(ctx, "INSERT INTO queue_usage (queue, at, seconds, cpu_milli, memory, jobs) VALUES ", "(?,?,?,?,?,?)",
+	err := m.insertRows(ctx, "INSERT INTO queue_usage (queue, cluster, at, seconds, cpu_milli, memory, jobs) VALUES ", "(?,?,?,?,?,?,?)",
 		" ON DUPLICATE KEY UPDATE seconds = VALUES(seconds), cpu_milli = VALUES(cpu_milli), memory = VALUES(memory), jobs = VALUES(jobs)",
 		len(samples), func(i int) []any {
 			s := &samples[i]
-			return []any{s.Queue, s.At, s.Seconds, s.CPUMilli, s.Memory, s.Jobs}
+			return []any{s.Queue, s.Cluster, s.At, s.Seconds, s.CPUMilli, s.Memory, s.Jobs}
 		})
 	if err != nil {
 		return fmt.Errorf("history: store queue usage: %w", err)
@@ -878,8 +881,8 @@ func (m *MySQL) PutQueueUsage(ctx context.Context, samples []QueueSample) error 
 
 // QueueUsage implements Store.
 func (m *MySQL) QueueUsage(ctx context.Context, from, to int64) ([]QueueSample, error) {
-	rows, err := m.db.QueryContext(ctx, `SELECT queue, at, seconds, cpu_milli, memory, jobs FROM queue_usage
-		WHERE at >= ? AND at < ? ORDER BY queue, at`, from, to)
+	rows, err := m.db.QueryContext(ctx, `SELECT queue, cluster, at, seconds, cpu_milli, memory, jobs FROM queue_usage
+		WHERE at >= ? AND at < ? ORDER BY queue, cluster, at`, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("history: queue usage: %w", err)
 	}
@@ -887,7 +890,7 @@ func (m *MySQL) QueueUsage(ctx context.Context, from, to int64) ([]QueueSample, 
 	out := []QueueSample{}
 	for rows.Next() {
 		var s QueueSample
-		if err := rows.Scan(&s.Queue, &s.At, &s.Seconds, &s.CPUMilli, &s.Memory, &s.Jobs); err != nil {
+		if err := rows.Scan(&s.Queue, &s.Cluster, &s.At, &s.Seconds, &s.CPUMilli, &s.Memory, &s.Jobs); err != nil {
 			return nil, fmt.Errorf("history: queue usage: %w", err)
 		}
 		out = append(out, s)

@@ -62,7 +62,7 @@ func (s *Server) runQueueSampler(ctx context.Context) {
 		if s.history == nil {
 			return
 		}
-		samples := apiview.QueueSamples(s.state.Queues(), time.Now(), int64(s.cfg.QueueSampleInterval/time.Second))
+		samples := apiview.QueueSamples(s.state.Queues(), s.state.Clusters(), time.Now(), int64(s.cfg.QueueSampleInterval/time.Second))
 		if len(samples) == 0 {
 			return
 		}

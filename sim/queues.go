@@ -395,7 +395,7 @@ func (r *qrun) autoApply(ctx context.Context, now time.Time) error {
 	}
 	r.lastSample = now
 	queues := r.st.Queues()
-	if samples := apiview.QueueSamples(queues, now, int64(autoApplyEvery/time.Second)); len(samples) > 0 {
+	if samples := apiview.QueueSamples(queues, r.st.Clusters(), now, int64(autoApplyEvery/time.Second)); len(samples) > 0 {
 		if err := r.history.PutQueueUsage(ctx, samples); err != nil {
 			return err
 		}

@@ -165,14 +165,21 @@ func testQueueUsage(t *testing.T, s history.Store) {
 		{Queue: "org/t1", At: 60, Seconds: 60, CPUMilli: 2000, Jobs: 2},
 		{Queue: "org", At: 60, Seconds: 60, CPUMilli: 9000, Jobs: 9},
 		{Queue: "org/t1", At: 180, Seconds: 60, CPUMilli: 1},
+		// Of one cluster: a queue's there, and the cluster's capacity.
+		{Queue: "org/t1", Cluster: "east", At: 60, Seconds: 60, CPUMilli: 1500, Memory: 3 << 30},
+		{Queue: "org/t1", Cluster: "west", At: 60, Seconds: 60, CPUMilli: 500},
+		{Cluster: "east", At: 60, Seconds: 60, CPUMilli: 64000, Memory: 256 << 30, Jobs: 4},
 	}))
 	must(t, s.PutQueueUsage(ctx, []history.QueueSample{{Queue: "org", At: 60, Seconds: 60, CPUMilli: 8000, Jobs: 8}}))
 	got, err := s.QueueUsage(ctx, 60, 180)
 	must(t, err)
 	same(t, "queue usage", got, []history.QueueSample{
+		{Cluster: "east", At: 60, Seconds: 60, CPUMilli: 64000, Memory: 256 << 30, Jobs: 4},
 		{Queue: "org", At: 60, Seconds: 60, CPUMilli: 8000, Jobs: 8},
 		{Queue: "org/t1", At: 60, Seconds: 60, CPUMilli: 2000, Jobs: 2},
 		{Queue: "org/t1", At: 120, Seconds: 60, CPUMilli: 4000, Memory: 1 << 30, Jobs: 4},
+		{Queue: "org/t1", Cluster: "east", At: 60, Seconds: 60, CPUMilli: 1500, Memory: 3 << 30},
+		{Queue: "org/t1", Cluster: "west", At: 60, Seconds: 60, CPUMilli: 500},
 	})
 	if got, err := s.QueueUsage(ctx, 1000, 2000); err != nil || len(got) != 0 {
 		t.Fatalf("an empty window: %v %v", got, err)

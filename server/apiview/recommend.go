@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,6 +31,9 @@ type Recommended struct {
 func Recommend(infos []state.QueueInfo, usage []history.QueueSample, days int64, def int64) (Recommended, error) {
 	samples := map[string][]placement.UsageSample{}
 	for _, u := range usage {
+		if !u.Whole() {
+			continue // of one cluster: the reports by cluster read those
+		}
 		samples[u.Queue] = append(samples[u.Queue], placement.UsageSample{Seconds: u.Seconds, CPUMilli: u.CPUMilli, Jobs: u.Jobs})
 	}
 	list := make([]placement.Queue, len(infos))
@@ -125,12 +130,27 @@ func Regenerate(ctx context.Context, queues []state.QueueInfo, st history.Store,
 
 // QueueSamples are what each queue in use holds at now, over a stretch of
 // seconds: the leader's sample each QueueSampleInterval (and the
-// simulator's), the time units of the percentile algorithm.
-func QueueSamples(queues []state.QueueInfo, now time.Time, seconds int64) []history.QueueSample {
+// simulator's), the time units of the percentile algorithm; and, for the
+// reports by cluster, what each leaf holds in each cluster and each
+// cluster's capacity (its active workers).
+func QueueSamples(queues []state.QueueInfo, clusters []state.ClusterInfo, now time.Time, seconds int64) []history.QueueSample {
 	var out []history.QueueSample
+	at, secs := now.Unix(), max(seconds, 1)
 	for _, q := range queues {
-		if q.UsedJobs > 0 {
-			out = append(out, history.QueueSample{Queue: q.Path, At: now.Unix(), Seconds: max(seconds, 1), CPUMilli: q.UsedMilli, Memory: q.UsedMemory, Jobs: q.UsedJobs})
+		if q.UsedJobs == 0 {
+			continue
+		}
+		out = append(out, history.QueueSample{Queue: q.Path, At: at, Seconds: secs, CPUMilli: q.UsedMilli, Memory: q.UsedMemory, Jobs: q.UsedJobs})
+		if !q.Leaf {
+			continue
+		}
+		for _, c := range slices.Sorted(maps.Keys(q.UsedByCluster)) {
+			out = append(out, history.QueueSample{Queue: q.Path, Cluster: c, At: at, Seconds: secs, CPUMilli: q.UsedByCluster[c], Memory: q.UsedMemoryByCluster[c]})
+		}
+	}
+	for _, c := range clusters {
+		if c.Workers > 0 {
+			out = append(out, history.QueueSample{Cluster: c.Name, At: at, Seconds: secs, CPUMilli: c.CapacityMilli, Memory: c.Memory, Jobs: int64(c.Workers)})
 		}
 	}
 	return out

@@ -70,6 +70,9 @@ func SLOReport(days int, threshold float64, tally placement.SLOTally, truncated 
 		row.Runs, row.Met, row.Cancelled = q.Runs, q.Met, q.Cancelled
 	}
 	for _, u := range usage {
+		if !u.Whole() {
+			continue
+		}
 		at(u.Queue).CoreHours += float64(u.CPUMilli) / 1000 * float64(u.Seconds) / 3600
 	}
 	guarantee := map[string]int64{}

@@ -184,6 +184,7 @@ func (s *placeBook) checkQueues() error {
 	type use struct {
 		cpu, mem, jobs int64
 		byCluster      map[string]int64
+		memByCluster   map[string]int64
 		gpus           map[string]int64
 	}
 	for _, cl := range s.clusters {
@@ -193,7 +194,7 @@ func (s *placeBook) checkQueues() error {
 	}
 	got := map[string]*use{}
 	for path, q := range s.queues {
-		got[path] = &use{byCluster: map[string]int64{}, gpus: map[string]int64{}}
+		got[path] = &use{byCluster: map[string]int64{}, memByCluster: map[string]int64{}, gpus: map[string]int64{}}
 		if q.Path != path {
 			return fmt.Errorf("queue %s is kept under %s", q.Path, path)
 		}
@@ -227,6 +228,7 @@ func (s *placeBook) checkQueues() error {
 				u.mem += sp.Memory
 				u.jobs++
 				u.byCluster[inst.Cluster] += sp.CPUMilli
+				u.memByCluster[inst.Cluster] += sp.Memory
 				if typ, n := sp.GPUs(); n > 0 {
 					u.gpus[typ] += n
 				}
@@ -246,6 +248,11 @@ func (s *placeBook) checkQueues() error {
 		for c, v := range q.used.byCluster {
 			if u.byCluster[c] != v {
 				return fmt.Errorf("queue %s uses %d millicores in cluster %s, recomputed %d", path, v, c, u.byCluster[c])
+			}
+		}
+		for c, v := range q.used.memByCluster {
+			if u.memByCluster[c] != v {
+				return fmt.Errorf("queue %s uses %d bytes in cluster %s, recomputed %d", path, v, c, u.memByCluster[c])
 			}
 		}
 	}

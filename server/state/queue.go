@@ -66,6 +66,7 @@ type Queue struct {
 type queueUse struct {
 	milli, memory, jobs int64
 	byCluster           map[string]int64 // millicores, by cluster name
+	memByCluster        map[string]int64 // bytes, by cluster name
 	gpus                map[string]int64 // by GPU type
 }
 
@@ -217,7 +218,7 @@ func (s *placeBook) recomputeQueueUse() {
 	for _, q := range s.queues {
 		q.parent = s.queues[placement.ParentQueue(q.Path)]
 		q.leaf = true
-		q.used = queueUse{byCluster: map[string]int64{}, gpus: map[string]int64{}}
+		q.used = queueUse{byCluster: map[string]int64{}, memByCluster: map[string]int64{}, gpus: map[string]int64{}}
 		for _, p := range q.Projects {
 			s.projectQueue[p] = q
 		}
@@ -352,6 +353,7 @@ func (s *placeBook) charge(b *Batch, sp *Spec, inst *Instance, sign int64) {
 		q.used.memory += sign * sp.Memory
 		q.used.jobs += sign
 		q.used.byCluster[inst.Cluster] += sign * sp.CPUMilli
+		q.used.memByCluster[inst.Cluster] += sign * sp.Memory
 		if n > 0 {
 			q.used.gpus[typ] += sign * n
 		}
@@ -400,6 +402,8 @@ type QueueInfo struct {
 	UsedJobs      int64
 	UsedByCluster map[string]int64
 	UsedGPUs      map[string]int64
+	// UsedMemoryByCluster is what UsedByCluster is for memory (bytes).
+	UsedMemoryByCluster map[string]int64
 }
 
 // Quota is the queue's limits and use as placement reads them, so job
@@ -438,7 +442,7 @@ func (r Reader) Queues() []QueueInfo {
 // QueueInfo is a queue with its use, as the queue reads show it (a copy).
 func (r Reader) QueueInfo(q *Queue) QueueInfo {
 	qi := QueueInfo{Queue: *q, Leaf: q.leaf, UsedMilli: q.used.milli, UsedMemory: q.used.memory, UsedJobs: q.used.jobs,
-		UsedByCluster: map[string]int64{}, UsedGPUs: map[string]int64{}}
+		UsedByCluster: map[string]int64{}, UsedGPUs: map[string]int64{}, UsedMemoryByCluster: map[string]int64{}}
 	qi.Queue.Queue = cloneQueue(q.Queue)
 	qi.Projects = slices.Clone(q.Projects)
 	qi.AllowProjects = slices.Clone(q.AllowProjects)
@@ -451,6 +455,11 @@ func (r Reader) QueueInfo(q *Queue) QueueInfo {
 	for k, v := range q.used.byCluster {
 		if v != 0 {
 			qi.UsedByCluster[k] = v
+		}
+	}
+	for k, v := range q.used.memByCluster {
+		if v != 0 {
+			qi.UsedMemoryByCluster[k] = v
 		}
 	}
 	return qi
