@@ -1497,6 +1497,44 @@ func (c *Client) QueueHistory(ctx context.Context, tree string) (*QueueHistory, 
 	return &out, nil
 }
 
+// QueueReport reports each cluster's capacity and what each tier and leaf
+// queue used of it over the last days (0: the server's default).
+func (c *Client) QueueReport(ctx context.Context, days int) (*QueueReport, error) {
+	var out QueueReport
+	q := url.Values{"by": {"cluster"}}
+	if days != 0 {
+		q.Set("days", strconv.Itoa(days))
+	}
+	if err := c.Do(ctx, http.MethodGet, "/api/v1/queue-report?"+q.Encode(), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// RebalanceQueues proposes the moves of leaf queues between clusters
+// that bring the clusters above high usage/capacity down (apply: makes
+// them, admin).
+func (c *Client) RebalanceQueues(ctx context.Context, req *QueueRebalanceRequest, apply bool) (*QueueRebalance, error) {
+	var out QueueRebalance
+	if apply {
+		if err := c.Do(ctx, http.MethodPost, "/api/v1/queue-rebalance", req, &out); err != nil {
+			return nil, err
+		}
+		return &out, nil
+	}
+	q := url.Values{}
+	for k, v := range map[string]string{"days": strconv.Itoa(req.Days), "max_moves": strconv.Itoa(req.MaxMoves),
+		"high": strconv.FormatFloat(req.High, 'f', -1, 64), "low": strconv.FormatFloat(req.Low, 'f', -1, 64)} {
+		if v != "0" {
+			q.Set(k, v)
+		}
+	}
+	if err := c.Do(ctx, http.MethodGet, "/api/v1/queue-rebalance?"+q.Encode(), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // AutoApplyQueues regenerates a tree's settings now (admin).
 func (c *Client) AutoApplyQueues(ctx context.Context, req *QueueAutoApplyRequest) (*QueueVersion, error) {
 	var out QueueVersion

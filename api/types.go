@@ -1723,6 +1723,78 @@ type QueueHistory struct {
 	Versions []QueueVersion `json:"versions"`
 }
 
+// UsageHours is an amount of each resource over time.
+type UsageHours struct {
+	InstanceHours  float64 `json:"instance_hours"`
+	VcoreHours     float64 `json:"vcore_hours"`
+	MemoryGiBHours float64 `json:"memory_gib_hours"`
+}
+
+// ClusterUse is what a tier or a queue (or all queues: Name absent) used
+// of a cluster over the window, and its usage/capacity by the dominant
+// resource ("vcore" or "memory"); instance-hours are the dominant share
+// of the cluster's.
+type ClusterUse struct {
+	Name          string     `json:"name,omitempty"`
+	Used          UsageHours `json:"used"`
+	UsageCapacity float64    `json:"usage_capacity_ratio"`
+	Dominant      string     `json:"dominant"`
+}
+
+// ClusterUsage is one cluster's capacity and use over the window.
+type ClusterUsage struct {
+	Cluster  string       `json:"cluster"`
+	Capacity UsageHours   `json:"capacity"`
+	All      ClusterUse   `json:"all"`
+	Tiers    []ClusterUse `json:"tiers"`
+	Queues   []ClusterUse `json:"queues"`
+}
+
+// QueueReport is the usage/capacity report by cluster (Monarch's) over
+// the last Days, from the queue samples the leader records.
+type QueueReport struct {
+	Days     int            `json:"days"`
+	By       string         `json:"by"`
+	Clusters []ClusterUsage `json:"clusters"`
+}
+
+// QueueMove is a proposed (or applied) move of a leaf queue's work to
+// another cluster: its home_clusters become HomeClusters.
+type QueueMove struct {
+	Queue        string   `json:"queue"`
+	From         string   `json:"from"`
+	To           string   `json:"to"`
+	HomeClusters []string `json:"home_clusters"`
+	// Share is its usage/capacity in From; the clusters' ratios before
+	// and after the move.
+	Share     float64 `json:"share"`
+	FromRatio float64 `json:"from_ratio"`
+	FromAfter float64 `json:"from_after"`
+	ToRatio   float64 `json:"to_ratio"`
+	ToAfter   float64 `json:"to_after"`
+	Reason    string  `json:"reason"`
+}
+
+// QueueRebalance is the moves that bring clusters above High
+// usage/capacity down, into clusters that stay at or below Low, from the
+// last Days; Applied says they were made (one placement change).
+type QueueRebalance struct {
+	Days    int         `json:"days"`
+	High    float64     `json:"high"`
+	Low     float64     `json:"low"`
+	Moves   []QueueMove `json:"moves"`
+	Applied bool        `json:"applied"`
+}
+
+// QueueRebalanceRequest applies the moves a rebalance proposes now
+// (zero fields: the defaults, 7 days, 0.8, 0.6, 10 moves).
+type QueueRebalanceRequest struct {
+	Days     int     `json:"days,omitempty"`
+	High     float64 `json:"high,omitempty"`
+	Low      float64 `json:"low,omitempty"`
+	MaxMoves int     `json:"max_moves,omitempty"`
+}
+
 // QueueRollbackRequest puts back a tree's settings from before Version.
 type QueueRollbackRequest struct {
 	Tree    string `json:"tree"`

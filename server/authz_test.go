@@ -76,6 +76,8 @@ var userRoutes = map[string]userRow{
 	"GET /api/v1/queue-recommendations":                   everyone,
 	"GET /api/v1/queue-slo":                               everyone,
 	"GET /api/v1/queue-history":                           everyone,
+	"GET /api/v1/queue-report":                            everyone,
+	"GET /api/v1/queue-rebalance":                         everyone,
 	"POST /api/v1/tokens":                                 everyone,
 	"GET /api/v1/tokens":                                  everyone,
 	// Another user's token: only an admin finds it.

@@ -114,6 +114,8 @@ Placement:
   queue route PATH -to C route a queue's new attempts to clusters (-clear: anywhere)
   queue recommend        guarantees, weights and max_running from recorded usage (-hcl: for placement apply)
   queue slo [-days 30]   SLO success per workflow, tier and queue; usage/capacity
+  queue report -by cluster   usage/capacity of each cluster by tier and queue (instance, vcore, memory hours)
+  queue rebalance [-apply]   move leaf queues from clusters above -high to clusters below -low
   queue auto-apply TREE  regenerate a tree's settings from history now, as its auto_apply does (-dry-run)
   queue history [TREE]   the versions of trees' regenerated settings
   queue rollback TREE N  put back a tree's settings from before version N
@@ -227,6 +229,7 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 			"tree": placement.runQueueTree, "list": placement.runQueueList, "show": placement.runQueueShow,
 			"set": placement.runQueueSet, "delete": placement.runQueueDelete,
 			"route": placement.runQueueRoute, "recommend": placement.runQueueRecommend, "slo": placement.runQueueSLO,
+			"report": placement.runQueueReport, "rebalance": placement.runQueueRebalance,
 			"history": placement.runQueueHistory, "rollback": placement.runQueueRollback, "auto-apply": placement.runQueueAutoApply,
 		})
 	case "placement":

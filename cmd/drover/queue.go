@@ -563,3 +563,83 @@ func (m placementCmds) runQueueAutoApply(ctx context.Context, args []string) err
 	}
 	return nil
 }
+
+// runQueueReport prints each cluster's capacity and what each tier and
+// leaf queue used of it, by the dominant resource.
+func (m placementCmds) runQueueReport(ctx context.Context, args []string) error {
+	fs := m.newFlags("queue report", "[-by cluster] [-days 30] [-json]")
+	by := fs.String("by", "cluster", "what the report is by (cluster)")
+	days := fs.Int("days", 0, "the window, in days (default: 30, or the days of queue usage the server keeps when fewer)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	if *by != "cluster" {
+		return usagef("-by %q: the report is by cluster", *by)
+	}
+	rep, err := m.Client().QueueReport(ctx, *days)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(rep)
+	}
+	if len(rep.Clusters) == 0 {
+		safef(m.Stdout, "No usage recorded by cluster in the last %d days.\n", rep.Days)
+		return nil
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
+	safef(tw, "CLUSTER\tTIER OR QUEUE\tINSTANCE-HOURS\tVCORE-HOURS\tMEMORY GIB-HOURS\tUSAGE/CAPACITY\tDOMINANT\n")
+	for _, c := range rep.Clusters {
+		safef(tw, "%s\tcapacity\t%.1f\t%.1f\t%.1f\t\t\n", c.Cluster, c.Capacity.InstanceHours, c.Capacity.VcoreHours, c.Capacity.MemoryGiBHours)
+		row := func(name string, u api.ClusterUse) {
+			safef(tw, "%s\t%s\t%.1f\t%.1f\t%.1f\t%.0f%%\t%s\n", c.Cluster, name, u.Used.InstanceHours, u.Used.VcoreHours, u.Used.MemoryGiBHours, u.UsageCapacity*100, u.Dominant)
+		}
+		row("all", c.All)
+		for _, t := range c.Tiers {
+			row(t.Name, t)
+		}
+		for _, q := range c.Queues {
+			row("  "+q.Name, q)
+		}
+	}
+	return tw.Flush()
+}
+
+// runQueueRebalance prints (and with -apply makes) the moves of leaf
+// queues between clusters that bring clusters above -high down.
+func (m placementCmds) runQueueRebalance(ctx context.Context, args []string) error {
+	fs := m.newFlags("queue rebalance", "[-days 7] [-high 0.8] [-low 0.6] [-max 10] [-apply] [-json]")
+	days := fs.Int("days", 0, "the window of recorded usage, in days (default 7)")
+	high := fs.Float64("high", 0, "move work off clusters above this usage/capacity (default 0.8)")
+	low := fs.Float64("low", 0, "onto clusters that stay at or below this one (default 0.6)")
+	maxMoves := fs.Int("max", 0, "at most so many moves (default 10)")
+	apply := fs.Bool("apply", false, "make the moves: each moved queue's home_clusters, in one change (admin)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	out, err := m.Client().RebalanceQueues(ctx, &api.QueueRebalanceRequest{Days: *days, High: *high, Low: *low, MaxMoves: *maxMoves}, *apply)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return m.printJSON(out)
+	}
+	if len(out.Moves) == 0 {
+		safef(m.Stdout, "No move: no cluster is above %.0f%% of its capacity with a queue that fits where another stays within %.0f%% (last %d days).\n", out.High*100, out.Low*100, out.Days)
+		return nil
+	}
+	verb := "Proposed"
+	if out.Applied {
+		verb = "Made"
+	}
+	safef(m.Stdout, "%s %d moves (last %d days; high %.0f%%, low %.0f%%):\n", verb, len(out.Moves), out.Days, out.High*100, out.Low*100)
+	for _, mv := range out.Moves {
+		safef(m.Stdout, "  %s: %s -> %s (home clusters %s)\n    %s\n", mv.Queue, mv.From, mv.To, strings.Join(mv.HomeClusters, ", "), mv.Reason)
+	}
+	if !out.Applied {
+		safef(m.Stdout, "drover queue rebalance -apply makes them.\n")
+	}
+	return nil
+}

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/drover-sched/drover/api"
+	"github.com/drover-sched/drover/history"
 	"github.com/drover-sched/drover/placement"
 	"github.com/drover-sched/drover/server/state"
 )
@@ -91,6 +92,50 @@ func QueueVersion(v *state.QueueVersion) api.QueueVersion {
 			c.WeightBefore, c.GuaranteeBefore, c.MaxRunningJobsBefore = b.Weight, float64(b.GuaranteeMilli)/1000, b.MaxRunningJobs
 		}
 		out.Changes = append(out.Changes, c)
+	}
+	return out
+}
+
+// ClusterSamples are the samples of one cluster (a leaf's use there, or
+// its capacity) as placement's report reads them.
+func ClusterSamples(usage []history.QueueSample) []placement.ClusterSample {
+	var out []placement.ClusterSample
+	for _, u := range usage {
+		if !u.Whole() {
+			out = append(out, placement.ClusterSample{Cluster: u.Cluster, Queue: u.Queue, Seconds: u.Seconds, CPUMilli: u.CPUMilli, Memory: u.Memory, Instances: u.Jobs})
+		}
+	}
+	return out
+}
+
+// QueueReport is the report by cluster as the API shows it.
+func QueueReport(days int, reps []placement.ClusterReport) api.QueueReport {
+	out := api.QueueReport{Days: days, By: "cluster", Clusters: []api.ClusterUsage{}}
+	hours := func(h placement.Hours) api.UsageHours {
+		return api.UsageHours{InstanceHours: h.Instance, VcoreHours: h.Vcore, MemoryGiBHours: h.MemoryGiB}
+	}
+	use := func(u placement.ClusterUse) api.ClusterUse {
+		return api.ClusterUse{Name: u.Name, Used: hours(u.Used), UsageCapacity: u.Ratio, Dominant: u.Dominant}
+	}
+	for _, r := range reps {
+		cu := api.ClusterUsage{Cluster: r.Cluster, Capacity: hours(r.Capacity), All: use(r.All), Tiers: []api.ClusterUse{}, Queues: []api.ClusterUse{}}
+		for _, t := range r.Tiers {
+			cu.Tiers = append(cu.Tiers, use(t))
+		}
+		for _, q := range r.Queues {
+			cu.Queues = append(cu.Queues, use(q))
+		}
+		out.Clusters = append(out.Clusters, cu)
+	}
+	return out
+}
+
+// QueueMoves are rebalancing moves as the API shows them.
+func QueueMoves(moves []placement.Move) []api.QueueMove {
+	out := []api.QueueMove{}
+	for _, m := range moves {
+		out = append(out, api.QueueMove{Queue: m.Queue, From: m.From, To: m.To, HomeClusters: m.HomeClusters, Share: m.Share,
+			FromRatio: m.FromRatio, FromAfter: m.FromAfter, ToRatio: m.ToRatio, ToAfter: m.ToAfter, Reason: m.Reason})
 	}
 	return out
 }

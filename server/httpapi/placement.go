@@ -313,6 +313,132 @@ func (s *placementHandlers) handleQueueAutoApply(w http.ResponseWriter, r *http.
 	return apiview.QueueVersion(&v), nil
 }
 
+// handleQueueReport reports each cluster's capacity and what each tier
+// and leaf queue used of it over the last days (by=cluster).
+func (s *placementHandlers) handleQueueReport(w http.ResponseWriter, r *http.Request) (any, error) {
+	if by := r.URL.Query().Get("by"); by != "" && by != "cluster" {
+		return nil, codedf(http.StatusBadRequest, "by %.20q: the report is by cluster (by=cluster)", by)
+	}
+	days, err := s.usageDays(r)
+	if err != nil {
+		return nil, err
+	}
+	reps, err := s.clusterReports(r.Context(), days)
+	if err != nil {
+		return nil, err
+	}
+	return apiview.QueueReport(days, reps), nil
+}
+
+func (s *placementHandlers) clusterReports(ctx context.Context, days int) ([]placement.ClusterReport, error) {
+	st, err := s.historyStore("queue usage")
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	usage, err := st.QueueUsage(ctx, now.Add(-time.Duration(days)*24*time.Hour).Unix(), now.Unix()+1)
+	if err != nil {
+		return nil, codedf(http.StatusServiceUnavailable, "queue usage: %v", err)
+	}
+	return placement.ReportByCluster(apiview.ClusterSamples(usage)), nil
+}
+
+// Rebalancing's defaults and bounds.
+const (
+	defaultRebalanceDays = 7
+	defaultRebalanceHigh = 0.8
+	defaultRebalanceLow  = 0.6
+	defaultRebalanceMax  = 10
+	maxRebalanceMoves    = 1000
+)
+
+// rebalance computes the moves of a rebalance request.
+func (s *placementHandlers) rebalance(ctx context.Context, req api.QueueRebalanceRequest) (api.QueueRebalance, []placement.Move, error) {
+	out := api.QueueRebalance{Days: cmp.Or(req.Days, defaultRebalanceDays), High: cmp.Or(req.High, defaultRebalanceHigh), Low: cmp.Or(req.Low, defaultRebalanceLow)}
+	maxMoves := cmp.Or(req.MaxMoves, defaultRebalanceMax)
+	switch {
+	case out.Days < 1 || out.Days > 365:
+		return out, nil, codedf(http.StatusBadRequest, "days %d must be between 1 and 365", out.Days)
+	case !(out.Low > 0 && out.Low < out.High && out.High <= 1):
+		return out, nil, codedf(http.StatusBadRequest, "high %g and low %g: want 0 < low < high <= 1 (usage/capacity ratios, e.g. 0.8 and 0.6)", out.High, out.Low)
+	case maxMoves < 1 || maxMoves > maxRebalanceMoves:
+		return out, nil, codedf(http.StatusBadRequest, "max_moves %d must be between 1 and %d", maxMoves, maxRebalanceMoves)
+	}
+	reps, err := s.clusterReports(ctx, out.Days)
+	if err != nil {
+		return out, nil, err
+	}
+	home := map[string][]string{}
+	for _, q := range s.state.Queues() {
+		if q.Leaf {
+			home[q.Path] = q.HomeClusters
+		}
+	}
+	moves := placement.Rebalance(reps, home, out.High, out.Low, maxMoves)
+	// Only leaves that still exist move (the window may name removed ones).
+	moves = slices.DeleteFunc(moves, func(m placement.Move) bool { _, ok := home[m.Queue]; return !ok })
+	out.Moves = apiview.QueueMoves(moves)
+	return out, moves, nil
+}
+
+// handleProposeRebalance proposes the moves (Monarch's cross-cluster
+// routing) that bring clusters above high usage/capacity down.
+func (s *placementHandlers) handleProposeRebalance(w http.ResponseWriter, r *http.Request) (any, error) {
+	q := r.URL.Query()
+	var req api.QueueRebalanceRequest
+	for _, f := range []struct {
+		name string
+		set  func(string) error
+	}{
+		{"days", func(v string) (err error) { req.Days, err = strconv.Atoi(v); return }},
+		{"max_moves", func(v string) (err error) { req.MaxMoves, err = strconv.Atoi(v); return }},
+		{"high", func(v string) (err error) { req.High, err = strconv.ParseFloat(v, 64); return }},
+		{"low", func(v string) (err error) { req.Low, err = strconv.ParseFloat(v, 64); return }},
+	} {
+		if v := q.Get(f.name); v != "" {
+			if err := f.set(v); err != nil {
+				return nil, codedf(http.StatusBadRequest, "%s %.20q is not a number", f.name, v)
+			}
+		}
+	}
+	out, _, err := s.rebalance(r.Context(), req)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// handleApplyRebalance makes the moves a rebalance proposes now: every
+// moved queue's home clusters, as one placement change (audited as the
+// request it is).
+func (s *placementHandlers) handleApplyRebalance(w http.ResponseWriter, r *http.Request) (any, error) {
+	var req api.QueueRebalanceRequest
+	if err := decode(w, r, &req); err != nil {
+		return nil, err
+	}
+	out, moves, err := s.rebalance(r.Context(), req)
+	if err != nil || len(moves) == 0 {
+		return out, err
+	}
+	cfg := &state.ApplyPlacement{Now: time.Now().UnixNano()}
+	for _, m := range moves {
+		q, ok := s.state.QueueByPath(m.Queue)
+		if !ok {
+			continue
+		}
+		q.Queue.HomeClusters = m.HomeClusters
+		cfg.Queues = append(cfg.Queues, q.Queue)
+	}
+	if _, err := s.apply(cfg); err != nil {
+		return nil, err
+	}
+	out.Applied = true
+	for _, m := range moves {
+		s.log.Info("queue moved to another cluster", "queue", m.Queue, "from", m.From, "to", m.To, "by", userOf(r).Name, "reason", m.Reason)
+	}
+	return out, nil
+}
+
 // handleQueueRollback puts back a tree's settings from before a version.
 func (s *placementHandlers) handleQueueRollback(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req api.QueueRollbackRequest
