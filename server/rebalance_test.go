@@ -24,7 +24,7 @@ func TestQueueReportAndRebalanceByCluster(t *testing.T) {
 	defer cancel()
 	if err := tc.admin.ApplyPlacement(ctx, &api.PlacementConfig{
 		Clusters: []api.ClusterDecl{{Name: "east", Region: "r1"}, {Name: "west", Region: "r2"}},
-		Queues: []api.Queue{{Path: "org"}, {Path: "org/tier1", BillingProjects: []string{"default"}}, {Path: "org/tier3"}},
+		Queues:   []api.Queue{{Path: "org"}, {Path: "org/tier1", BillingProjects: []string{"default"}}, {Path: "org/tier3"}},
 	}); err != nil {
 		t.Fatal(err)
 	}
