@@ -26,7 +26,15 @@ func (u *UI) sloPage(w http.ResponseWriter, r *http.Request, s *session) {
 		u.fail(w, r, s, err)
 		return
 	}
-	u.render(w, r, s, http.StatusOK, "slo", map[string]any{"Title": "SLOs by queue and tier", "Report": rep, "Days": days, "Windows": sloWindows, "MaxRuns": api.MaxSLORuns})
+	// The same window by cluster (a store that cannot say leaves the
+	// section out, with why).
+	byCluster, err := s.client.QueueReport(withRemote(r.Context(), r), days)
+	clusterErr := ""
+	if err != nil {
+		byCluster, clusterErr = &api.QueueReport{}, err.Error()
+	}
+	u.render(w, r, s, http.StatusOK, "slo", map[string]any{"Title": "SLOs by queue and tier", "Report": rep, "Days": days, "Windows": sloWindows, "MaxRuns": api.MaxSLORuns,
+		"ByCluster": byCluster, "ClusterErr": clusterErr})
 }
 
 func init() {

@@ -29,6 +29,11 @@ func (f fakeSLOAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Workflows: []api.WorkflowSLO{{BillingProject: "genomics", Workflow: "nightly-align", Tier: "tier1", Runs: 10, Met: 8, Cancelled: 2, SuccessRatio: 0.8},
 				{BillingProject: "genomics", Workflow: "only-cancelled", Tier: "tier1", Cancelled: 1}},
 			Queues: []api.QueueSLO{{Queue: "research/genomics/tier1", Runs: 40, Met: 38, SuccessRatio: 0.95, CoreHours: 12.5, UsageCapacity: 0.8}, {Queue: "research/physics"}}})
+	case "/api/v1/queue-report":
+		_ = json.NewEncoder(w).Encode(api.QueueReport{Days: 7, By: "cluster", Clusters: []api.ClusterUsage{{Cluster: "east",
+			Capacity: api.UsageHours{InstanceHours: 40, VcoreHours: 640, MemoryGiBHours: 2560},
+			All:      api.ClusterUse{Used: api.UsageHours{InstanceHours: 35, VcoreHours: 560}, UsageCapacity: 0.875, Dominant: "vcore"},
+			Tiers:    []api.ClusterUse{{Name: "tier3", Used: api.UsageHours{InstanceHours: 15, VcoreHours: 240}, UsageCapacity: 0.375, Dominant: "vcore"}}}}})
 	default:
 		http.NotFound(w, r)
 	}
@@ -59,7 +64,7 @@ func TestSLOPage(t *testing.T) {
 	if asked != "7" {
 		t.Fatalf("the page asked the API for %q days, want 7", asked)
 	}
-	for _, want := range []string{`data-slo-tier="tier1"`, "75.0%", `data-slo-workflow="genomics/nightly-align"`, "at least 90.0% of its runs", `data-slo="research/genomics/tier1"`, "95.0%", "38 of 40 runs met their SLO", `<option value="7" selected>`} {
+	for _, want := range []string{`data-cluster="east"`, `data-cluster-use="east/tier3"`, "87.5%", "37.5%", `data-slo-tier="tier1"`, "75.0%", `data-slo-workflow="genomics/nightly-align"`, "at least 90.0% of its runs", `data-slo="research/genomics/tier1"`, "95.0%", "38 of 40 runs met their SLO", `<option value="7" selected>`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the SLO page lacks %q", want)
 		}
