@@ -24,12 +24,18 @@ type SLOQuery struct {
 // SLORunOf is the run a batch counts as, if it counts: it is complete and
 // names an SLO or a deadline (api.Batch.SLOMet is set). A batch cancelled
 // is counted as cancelled, no run, unless its own
-// cancel_after_n_failures cancelled it: that is a failed run.
+// cancel_after_n_failures cancelled it (that is a failed run) or the
+// cancel came after all its jobs had ended (that changes nothing).
 func SLORunOf(b *api.Batch) (SLORun, bool) {
 	if b.SLOMet == nil || b.State != api.BatchComplete || b.TimeCompleted == nil {
 		return SLORun{}, false
 	}
+	// A cancel that cancelled none of its jobs (it came once they had
+	// all ended) leaves the run as it was.
 	byFailures := b.CancelAfterNFailures > 0 && b.NFailed+b.NError >= b.CancelAfterNFailures
+	if b.NCancelled == 0 {
+		byFailures = true
+	}
 	return SLORun{Batch: uint64(b.ID), WorkflowRun: placement.WorkflowRun{
 		Project:   b.BillingProject,
 		Workflow:  api.Workflow(b.Attributes, b.Name),

@@ -22,9 +22,10 @@ func TestSLORunOf(t *testing.T) {
 		{"met", func(*api.Batch) {}, true, true, true, "align-2026-11-29"},
 		{"named by its workflow attribute", func(b *api.Batch) { b.Attributes = map[string]string{"workflow": "align"} }, true, true, true, "align"},
 		{"missed", func(b *api.Batch) { b.SLOMet = &missed }, true, true, false, "align-2026-11-29"},
-		{"cancelled by a person", func(b *api.Batch) { b.Cancelled = true }, true, false, true, "align-2026-11-29"},
+		{"cancelled by a person", func(b *api.Batch) { b.Cancelled, b.NCancelled = true, 3 }, true, false, true, "align-2026-11-29"},
+		{"cancelled once every job had ended: the run stands", func(b *api.Batch) { b.Cancelled = true }, true, true, true, "align-2026-11-29"},
 		{"cancelled by its own cancel_after_n_failures: a failed run", func(b *api.Batch) {
-			b.Cancelled, b.CancelAfterNFailures, b.NFailed, b.SLOMet = true, 2, 2, &missed
+			b.Cancelled, b.CancelAfterNFailures, b.NFailed, b.NCancelled, b.SLOMet = true, 2, 2, 5, &missed
 		}, true, true, false, "align-2026-11-29"},
 		{"no SLO", func(b *api.Batch) { b.SLOMet = nil }, false, false, false, ""},
 		{"not complete", func(b *api.Batch) { b.State, b.TimeCompleted = api.BatchRunning, nil }, false, false, false, ""},

@@ -2,7 +2,6 @@ package placement
 
 import (
 	"fmt"
-	"math"
 	"time"
 )
 
@@ -95,12 +94,17 @@ func StepToward(now, target, step, floor int64) int64 {
 	if base == 0 {
 		base = target
 	}
-	d := max(int64(math.Ceil(float64(base)*float64(step)/1000)), 1)
+	// step/1000 of base, rounded up, in integers (no overflow for any
+	// base and a step of at most 1000).
+	d := max(base/1000*step+(base%1000*step+999)/1000, 1)
 	var next int64
-	if target > now {
-		next = min(target, now+d)
-	} else {
-		next = max(target, now-d)
+	switch {
+	case target > now && target-now <= d, target < now && now-target <= d:
+		next = target
+	case target > now:
+		next = now + d
+	default:
+		next = now - d
 	}
 	return max(next, floor)
 }

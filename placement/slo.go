@@ -82,7 +82,7 @@ func TierOf(queue string) string {
 // ratio from which a workflow is SLO-successful (0: the default). The
 // order of the runs does not matter.
 func TallySLO(runs []WorkflowRun, threshold float64) SLOTally {
-	if threshold <= 0 || threshold > 1 {
+	if !(threshold > 0 && threshold <= 1) {
 		threshold = DefaultSLOThreshold
 	}
 	type key struct{ project, workflow string }

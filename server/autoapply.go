@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/drover-sched/drover/server/apiview"
@@ -33,19 +35,25 @@ func (s *Server) autoApplyOnce(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
+	var errs []error
 	for _, tree := range due {
 		cmd, err := apiview.Regenerate(ctx, queues, st, tree, now, "drover auto_apply")
-		if err != nil {
-			return err
+		if err == nil {
+			var res any
+			if res, err = s.raft.Apply(cmd); err == nil {
+				s.logRegenerated(tree, res)
+				continue
+			}
 		}
-		res, err := s.raft.Apply(cmd)
-		if err != nil {
-			return err
-		}
-		if ar, ok := res.(*state.AutoApplyResult); ok && ar.Version.Seq > 0 {
-			v := ar.Version
-			s.log.Info("queue settings regenerated on schedule", "tree", tree, "version", v.Seq, "kind", v.Kind, "changes", len(v.After), "note", v.Note)
-		}
+		// One tree that cannot be regenerated holds no other back.
+		errs = append(errs, fmt.Errorf("tree %s: %w", tree, err))
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+func (s *Server) logRegenerated(tree string, res any) {
+	if ar, ok := res.(*state.AutoApplyResult); ok && ar.Version.Seq > 0 {
+		v := ar.Version
+		s.log.Info("queue settings regenerated on schedule", "tree", tree, "version", v.Seq, "kind", v.Kind, "changes", len(v.After), "note", v.Note)
+	}
 }

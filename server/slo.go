@@ -18,9 +18,11 @@ const maxWorkflowSeries = 1000
 
 // runSLOMetrics reads, every SLOInterval on the leader, the SLO report of
 // the last SLOWindow (what drover queue slo reports, with the default
-// threshold) into the metrics: each workflow's success ratio, for the
-// workflows with the most runs, and each tier's share of SLO-successful
-// workflows. The series leave with the leadership.
+// threshold) into the metrics: each tier's share of SLO-successful
+// workflows, and, when /metrics is behind -metrics-token (the names are
+// tenants', which the API shows only to their projects' members), each
+// workflow's success ratio, for the workflows with the most runs. The
+// series leave with the leadership.
 func (s *Server) runSLOMetrics(ctx context.Context) {
 	defer s.metrics.workflowSLO.Reset()
 	defer s.metrics.tierSLO.Reset()
@@ -51,6 +53,9 @@ func (s *Server) sloMetricsOnce(ctx context.Context, now time.Time) error {
 	wfs := slices.DeleteFunc(tally.Workflows, func(w placement.WorkflowSLO) bool { return w.Runs == 0 })
 	slices.SortStableFunc(wfs, func(a, b placement.WorkflowSLO) int { return cmp.Compare(b.Runs, a.Runs) })
 	s.metrics.workflowSLO.Reset()
+	if s.cfg.MetricsToken == "" {
+		wfs = nil // workflow names are tenants': only behind -metrics-token
+	}
 	for _, w := range wfs[:min(len(wfs), maxWorkflowSeries)] {
 		s.metrics.workflowSLO.WithLabelValues(w.Project, w.Workflow, w.Tier).Set(w.Ratio)
 	}

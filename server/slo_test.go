@@ -24,7 +24,9 @@ import (
 // of batches memory does not. A member sees the workflows of their own
 // projects only.
 func TestSLOReportCountsRunsByWorkflow(t *testing.T) {
-	tc := startServer(t, "", func(c *Config) { c.ExportInterval, c.SLOInterval = time.Hour, 50*time.Millisecond })
+	tc := startServer(t, "", func(c *Config) {
+		c.ExportInterval, c.SLOInterval, c.MetricsToken = time.Hour, 50*time.Millisecond, "scrape-secret"
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for _, q := range []api.Queue{
@@ -133,7 +135,8 @@ func TestSLOReportCountsRunsByWorkflow(t *testing.T) {
 	if len(rep.Workflows) != 1 || rep.Workflows[0].Workflow != "sim" || rep.Tiers[0].Workflows != 3 {
 		t.Fatalf("alice's report: %+v", rep)
 	}
-	// The leader reads the same report into its metrics.
+	// The leader reads the same report into its metrics (the workflows'
+	// behind the metrics token only).
 	want := []string{
 		`drover_workflow_slo_ratio{project="default",tier="tier1",workflow="nightly"} 0.5`,
 		`drover_workflow_slo_ratio{project="default",tier="tier1",workflow="weekly"} 1`,
@@ -141,7 +144,9 @@ func TestSLOReportCountsRunsByWorkflow(t *testing.T) {
 		`drover_tier_slo_successful_ratio{tier="tier1"} 0.3333333333333333`,
 	}
 	for {
-		resp, err := http.Get(tc.url + "/metrics")
+		req, _ := http.NewRequest("GET", tc.url+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer scrape-secret")
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -167,7 +167,7 @@ type queue struct {
 	} `hcl:"recommend,block"`
 	AutoApply *struct {
 		Every     *hcl.Attribute `hcl:"every"`
-		MaxChange float64        `hcl:"max_change,optional"`
+		MaxChange *float64       `hcl:"max_change,optional"`
 		DryRun    bool           `hcl:"dry_run,optional"`
 		Days      int64          `hcl:"days,optional"`
 		Keep      int64          `hcl:"keep,optional"`
@@ -205,11 +205,15 @@ func (d *decoder) queues(parent string, qs []queue, out []api.Queue) []api.Queue
 			aq.Recommend = &api.QueueRecommendSettings{Percentile: r.Percentile}
 		}
 		if a := q.AutoApply; a != nil {
-			if !(a.MaxChange >= 0 && a.MaxChange <= 1) {
-				d.diags = append(d.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid auto_apply max_change",
-					Detail: fmt.Sprintf("max_change = %g: write a fraction more than 0 and at most 1, e.g. 0.25 (a step moves a setting at most a quarter).", a.MaxChange), Subject: a.DeclRange.Ptr()})
+			var maxChange float64
+			if a.MaxChange != nil {
+				maxChange = *a.MaxChange
+				if !(maxChange > 0 && maxChange <= 1) {
+					d.diags = append(d.diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid auto_apply max_change",
+						Detail: fmt.Sprintf("max_change = %g: write a fraction more than 0 and at most 1, e.g. 0.25 (a step moves a setting at most a quarter; leave it out for 0.25).", maxChange), Subject: a.DeclRange.Ptr()})
+				}
 			}
-			aq.AutoApply = &api.QueueAutoApply{Every: d.duration(a.Every), MaxChange: a.MaxChange, DryRun: a.DryRun, Days: a.Days, Keep: a.Keep}
+			aq.AutoApply = &api.QueueAutoApply{Every: d.duration(a.Every), MaxChange: maxChange, DryRun: a.DryRun, Days: a.Days, Keep: a.Keep}
 		}
 		aq.BorrowLimit = d.limit(q.BorrowLimit)
 		aq.LendLimit = d.limit(q.LendLimit)

@@ -75,7 +75,7 @@ func QueueFromAPI(q api.Queue) (state.Queue, error) {
 			return out, fmt.Errorf("%s: auto_apply every %.40q is not a duration, e.g. \"24h\"", at, a.Every)
 		}
 		if !(a.MaxChange >= 0 && a.MaxChange <= 1) {
-			return out, fmt.Errorf("%s: auto_apply max_change %g must be more than 0 and at most 1 (e.g. 0.25: a step moves a setting at most a quarter)", at, a.MaxChange)
+			return out, fmt.Errorf("%s: auto_apply max_change %g must be between 0 and 1 (e.g. 0.25: a step moves a setting at most a quarter; 0 or absent: 0.25)", at, a.MaxChange)
 		}
 		out.AutoApply = placement.AutoApply{EveryNs: int64(every), MaxChangePermille: int64(math.Round(a.MaxChange * 1000)), DryRun: a.DryRun, Days: a.Days, Keep: a.Keep}
 		if a.MaxChange > 0 && out.AutoApply.MaxChangePermille == 0 {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/drover-sched/drover/history"
 	"github.com/drover-sched/drover/placement"
@@ -70,14 +71,26 @@ func TreeOf(infos []state.QueueInfo, top string) []state.QueueInfo {
 
 // Regenerated is what auto_apply sets a tree's queues to: each
 // recommendation moved at most step thousandths from the setting now
-// (placement.Bounded), as settings, and a note of the checks and of the
-// queues without samples.
-func Regenerated(r Recommended, step int64) ([]state.QueueSetting, string) {
+// (placement.Bounded), as settings, with the settings now (before); and a
+// note of the checks and of the queues without samples, cut to what a
+// version keeps. The tree's top queue keeps its weight (its siblings are
+// other trees, which the recommendation of one tree does not see) and,
+// without a guarantee, stays without one.
+func Regenerated(r Recommended, step int64) (after, before []state.QueueSetting, note string) {
 	bounded := placement.Bounded(r.Tree, r.Recs, step)
-	out := make([]state.QueueSetting, len(bounded))
+	after = make([]state.QueueSetting, len(bounded))
+	before = make([]state.QueueSetting, len(bounded))
 	var kept []string
 	for i, b := range bounded {
-		out[i] = state.QueueSetting{Path: b.Path, Weight: b.Weight, GuaranteeMilli: b.GuaranteeMilli, MaxRunningJobs: b.MaxRunningJobs}
+		q := &r.Tree.Queues[i]
+		before[i] = state.QueueSetting{Path: q.Path, Weight: q.EffectiveWeight(), GuaranteeMilli: q.Guarantee.CPUMilli, MaxRunningJobs: q.Limits.MaxRunningJobs}
+		after[i] = state.QueueSetting{Path: b.Path, Weight: b.Weight, GuaranteeMilli: b.GuaranteeMilli, MaxRunningJobs: b.MaxRunningJobs}
+		if r.Tree.Parent[i] < 0 {
+			after[i].Weight = before[i].Weight
+			if before[i].GuaranteeMilli == 0 {
+				after[i].GuaranteeMilli = 0
+			}
+		}
 		if b.NoSamples {
 			kept = append(kept, b.Path)
 		}
@@ -91,9 +104,16 @@ func Regenerated(r Recommended, step int64) ([]state.QueueSetting, string) {
 		notes = append(notes, fmt.Sprintf("%s: %s (%s)", c.Check, ok, c.Detail))
 	}
 	if len(kept) > 0 {
-		notes = append(notes, "no samples, settings kept: "+strings.Join(kept, ", "))
+		notes = append(notes, fmt.Sprintf("%d queues without samples kept their settings: %s", len(kept), strings.Join(kept, ", ")))
 	}
-	return out, strings.Join(notes, "; ")
+	note = strings.Join(notes, "; ")
+	if len(note) > state.MaxVersionNote {
+		note = note[:state.MaxVersionNote-len(" ...")] + " ..."
+		for !utf8.ValidString(note) { // names are ASCII; a check's detail may not be
+			note = note[:len(note)-5] + " ..."
+		}
+	}
+	return after, before, note
 }
 
 // ErrNoTree: Regenerate was asked for a tree that does not exist.
@@ -124,8 +144,8 @@ func Regenerate(ctx context.Context, queues []state.QueueInfo, st history.Store,
 	if err != nil {
 		return nil, err
 	}
-	after, note := Regenerated(rec, auto.Step())
-	return &state.AutoApplyQueues{Now: now.UnixNano(), Tree: tree, By: by, DryRun: auto.DryRun, After: after, Note: note}, nil
+	after, before, note := Regenerated(rec, auto.Step())
+	return &state.AutoApplyQueues{Now: now.UnixNano(), Tree: tree, By: by, DryRun: auto.DryRun, After: after, Before: before, Note: note}, nil
 }
 
 // QueueSamples are what each queue in use holds at now, over a stretch of

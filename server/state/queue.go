@@ -210,6 +210,7 @@ func (s *placeBook) putQueue(q *Queue, old *Queue, now int64) {
 // attempts running now; called when queues or their projects change and
 // on restore.
 func (s *placeBook) recomputeQueueUse() {
+	s.forgetGoneTrees()
 	s.projectQueue = map[string]*Queue{}
 	s.queueOrder = s.queueOrder[:0]
 	for _, path := range sortedKeys(s.queues) {

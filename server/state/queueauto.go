@@ -56,13 +56,14 @@ const (
 	MaxQueueVersions = 2000
 	// MaxVersionNote bounds a version's note.
 	MaxVersionNote = 4096
-	// MaxQueueJobsSetting bounds a max_running jobs a regeneration sets.
-	MaxQueueJobsSetting = 1 << 40
 )
 
 // AutoApplyQueues sets the tree's queues it names to After, as one
 // change (DryRun: only records it), and records when the tree was last
-// regenerated (Now), whether or not anything changed.
+// regenerated (Now), whether or not anything changed. Before, when set,
+// holds the settings After was computed from, in the same order: a queue
+// whose settings changed since (an operator's change between the
+// leader's read and this entry) keeps them, and the note says so.
 type AutoApplyQueues struct {
 	Now    int64
 	Tree   string
@@ -70,6 +71,7 @@ type AutoApplyQueues struct {
 	DryRun bool
 	After  []QueueSetting
 	Note   string
+	Before []QueueSetting
 }
 
 // RollbackQueues puts back the settings a tree had before version Seq:
@@ -95,12 +97,22 @@ func ValidateAutoApply(c *AutoApplyQueues) error {
 	if len(c.After) > placement.MaxQueues {
 		return fmt.Errorf("%d queue settings; a tree holds at most %d queues", len(c.After), placement.MaxQueues)
 	}
-	for _, q := range c.After {
+	if len(c.Before) > 0 && len(c.Before) != len(c.After) {
+		return fmt.Errorf("%d settings before and %d after: want as many", len(c.Before), len(c.After))
+	}
+	seen := make(map[string]bool, len(c.After))
+	for i, q := range c.After {
 		if q.Path != c.Tree && !strings.HasPrefix(q.Path, c.Tree+placement.QueueSep) {
 			return fmt.Errorf("queue %s is not in the tree %s", q.Path, c.Tree)
 		}
-		if q.Weight < 1 || q.Weight > placement.MaxQueueWeight || q.GuaranteeMilli < 0 || q.GuaranteeMilli > placement.MaxQueueMilli ||
-			q.MaxRunningJobs < 0 || q.MaxRunningJobs > MaxQueueJobsSetting {
+		if seen[q.Path] {
+			return fmt.Errorf("queue %s is named twice", q.Path)
+		}
+		seen[q.Path] = true
+		if len(c.Before) > 0 && c.Before[i].Path != q.Path {
+			return fmt.Errorf("setting %d is of %s before and of %s after", i, c.Before[i].Path, q.Path)
+		}
+		if q.Weight < 1 || q.Weight > placement.MaxQueueWeight || q.GuaranteeMilli < 0 || q.GuaranteeMilli > placement.MaxQueueMilli || q.MaxRunningJobs < 0 {
 			return fmt.Errorf("queue %s: weight %d, guarantee %d millicores or max_running %d jobs out of bounds", q.Path, q.Weight, q.GuaranteeMilli, q.MaxRunningJobs)
 		}
 	}
@@ -173,6 +185,17 @@ func (s *placeBook) recordVersion(v QueueVersion, keep int64) QueueVersion {
 	return v
 }
 
+// forgetGoneTrees drops the versions and the last run of trees whose top
+// queue no longer exists: a tree made again under the name starts afresh.
+func (s *placeBook) forgetGoneTrees() {
+	s.queueVersions = slices.DeleteFunc(s.queueVersions, func(v QueueVersion) bool { return s.queues[v.Tree] == nil })
+	for tree := range s.autoRuns {
+		if s.queues[tree] == nil {
+			delete(s.autoRuns, tree)
+		}
+	}
+}
+
 // keepOf is how many versions a tree keeps.
 func (s *placeBook) keepOf(tree string) int64 {
 	if q := s.queues[tree]; q != nil {
@@ -191,8 +214,24 @@ func (s *State) applyAutoApplyQueues(c *AutoApplyQueues) any {
 	}
 	s.autoRuns[c.Tree] = c.Now
 	v := QueueVersion{Tree: c.Tree, At: c.Now, By: cmp.Or(c.By, "drover"), Note: c.Note, Kind: VersionAutoApply}
+	// A queue changed since the proposal was made keeps what it has now.
+	after := c.After
+	if len(c.Before) > 0 {
+		after = nil
+		var kept []string
+		for i, st := range c.After {
+			if q := s.queues[st.Path]; q != nil && settingOf(q) != c.Before[i] {
+				kept = append(kept, st.Path)
+				continue
+			}
+			after = append(after, st)
+		}
+		if len(kept) > 0 {
+			v.Note = cut(fmt.Sprintf("changed since the proposal, kept: %s; %s", strings.Join(kept, ", "), v.Note), MaxVersionNote)
+		}
+	}
 	if c.DryRun {
-		for _, st := range c.After {
+		for _, st := range after {
 			if q := s.queues[st.Path]; q != nil && settingOf(q) != st {
 				v.Before, v.After = append(v.Before, settingOf(q)), append(v.After, st)
 			}
@@ -203,15 +242,15 @@ func (s *State) applyAutoApplyQueues(c *AutoApplyQueues) any {
 		v.Kind = VersionDryRun
 		return &AutoApplyResult{Version: s.recordVersion(v, s.keepOf(c.Tree))}
 	}
-	before, after, err := s.setQueues(c.After, c.Now)
+	before, changed, err := s.setQueues(after, c.Now)
 	if err != nil {
-		v.Kind, v.Note, v.After = VersionRefused, cut(err.Error()+"; "+c.Note, MaxVersionNote), c.After
+		v.Kind, v.Note = VersionRefused, cut(err.Error()+"; "+v.Note, MaxVersionNote)
 		return &AutoApplyResult{Version: s.recordVersion(v, s.keepOf(c.Tree))}
 	}
-	if len(after) == 0 {
+	if len(changed) == 0 {
 		return &AutoApplyResult{}
 	}
-	v.Before, v.After, v.Applied = before, after, true
+	v.Before, v.After, v.Applied = before, changed, true
 	v = s.recordVersion(v, s.keepOf(c.Tree))
 	s.auditVersion(&v)
 	return &AutoApplyResult{Version: v}
