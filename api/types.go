@@ -1944,6 +1944,13 @@ type LaunchConfig struct {
 	// PricePerHour is then only used until the first is read (0: the
 	// config is not launched until then).
 	PriceFromCloud bool `json:"price_from_cloud,omitempty"`
+	// Capacity is how many machines of this config the dev agent's
+	// local provider runs at once; past it, it refuses a launch for want
+	// of capacity as a cloud does, and the config is marked
+	// capacity-limited (0: no limit; at most 100,000). A real cloud's
+	// capacity is its own: placement apply refuses a capacity on a
+	// cluster whose provider is known not to hold configs to one.
+	Capacity int64 `json:"capacity,omitempty"`
 }
 
 // ClusterDecl is a cluster in a placement config.

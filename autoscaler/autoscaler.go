@@ -50,6 +50,12 @@ type LaunchConfig struct {
 	// been read yet; it is not launched until one is (its 0 would rank
 	// it cheapest).
 	AwaitingPrice bool
+	// Capacity is how many machines of this config a provider that
+	// holds configs to one (provider.CapacityHolder: the local provider)
+	// runs at once before it refuses a launch for want of capacity (0:
+	// no limit). The planner does not read it: as with a cloud, drover
+	// learns of capacity by asking and being refused.
+	Capacity int
 }
 
 // PricePerCoreHour is the config's price of one core for an hour, rounded

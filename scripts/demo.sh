@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make demo: start a dev agent with two local workers in two regions, run
 # every example, take a cluster out of service mid-batch, show what
-# happened, stop the agent.
+# happened, stop the agent; then start one that autoscales, where one
+# cluster's local "cloud" has less room than the autoscaler asks for.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-./bin/drover}
@@ -93,11 +94,12 @@ run batch list
 
 echo
 echo "==> stopping this agent; starting one that autoscales: no worker until jobs wait"
+echo "    (-clusters us-east1/a:2x4/capacity=1,us-west1/b:1x4: up to 2 workers in a and 1 in b, but a's local \"cloud\" has room for 1)"
 kill -TERM "$AGENT_PID"
 wait "$AGENT_PID" 2>/dev/null || true
 DATA2="$DATA/autoscale"
 mkdir -p "$DATA2"
-"$BIN" agent -dev -autoscale -data-dir "$DATA2" -http-addr 127.0.0.1:0 -clusters us-east1/a:2x4,us-west1/b:1x4 -idle-timeout 5s -log-level warn >"$LOG" 2>&1 &
+"$BIN" agent -dev -autoscale -data-dir "$DATA2" -http-addr 127.0.0.1:0 -clusters us-east1/a:2x4/capacity=1,us-west1/b:1x4 -idle-timeout 5s -log-level warn >"$LOG" 2>&1 &
 AGENT_PID=$!
 for _ in $(seq 1 300); do
   [[ -s "$DATA2/root.token" && -s "$DATA2/api.addr" ]] && break
@@ -109,8 +111,18 @@ DROVER_TOKEN=$(cat "$DATA2/root.token")
 ui_link
 sleep 1
 run autoscaler status
-run run -wait -var n=100 examples/array.hcl
+echo
+echo "==> drover run -var n=24 -var seconds=4 examples/long.hcl   (24 jobs of half a core: the autoscaler asks for 2 workers in a, 1 in b; it returns at once)"
+"$BIN" run -var n=24 -var seconds=4 examples/long.hcl
+for _ in $(seq 1 40); do
+  "$BIN" autoscaler status -json | grep -q '"capacity_limited": *true' && break
+  sleep 0.5
+done
+echo
+echo "==> a's cloud made 1 of the 2: local-a is capacity-limited, and the jobs left waiting say so"
 run autoscaler status
+run job why 1 24
+run batch wait 1
 echo
 echo "==> waiting for the idle workers to be stopped (idle timeout 5s)"
 sleep 9

@@ -137,9 +137,10 @@ func (s *Server) autoscaleOnce(ctx context.Context) error {
 }
 
 // providerInfo says what a cluster's provider can tell placement
-// apply's check of launch configs: its zones (when it can list them) and
-// whether it reads the cloud's prices. Known is false when no provider
-// makes the cluster's machines.
+// apply's check of launch configs: its zones (when it can list them),
+// whether it reads the cloud's prices and whether it holds configs to a
+// capacity. Known is false when no provider makes the cluster's
+// machines.
 func (s *Server) providerInfo(ctx context.Context, cluster, kind string, settings map[string]string) (httpapi.ProviderInfo, error) {
 	ac := s.cfg.Autoscale
 	if ac == nil {
@@ -166,6 +167,9 @@ func (s *Server) providerInfo(ctx context.Context, cluster, kind string, setting
 	}
 	info := httpapi.ProviderInfo{Known: true}
 	_, info.Prices = p.(provider.Pricer)
+	if h, ok := p.(provider.CapacityHolder); ok {
+		info.Capacity = h.HoldsCapacity()
+	}
 	if z, ok := p.(provider.Zoner); ok {
 		zones, err := z.Zones(ctx)
 		if err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +19,7 @@ import (
 	"github.com/drover-sched/drover/autoscaler/provider"
 	"github.com/drover-sched/drover/autoscaler/provider/gce"
 	"github.com/drover-sched/drover/autoscaler/provider/gce/gcefake"
+	localprov "github.com/drover-sched/drover/autoscaler/provider/local"
 	"github.com/drover-sched/drover/autoscaler/provider/nomad"
 	"github.com/drover-sched/drover/autoscaler/provider/nomad/nomadfake"
 	"github.com/drover-sched/drover/autoscaler/provider/sim"
@@ -754,4 +757,107 @@ func TestSmallJobsLeaveALargeIdleWorker(t *testing.T) {
 	if got.Assign[0].BatchID != small.ID {
 		t.Fatalf("handed %+v, want the small job", got.Assign)
 	}
+}
+
+// sleepingWorker writes a stand-in for the drover binary the local
+// provider starts a worker with: a process that sleeps (its worker never
+// joins, so the machine stays launching) until it is stopped.
+func sleepingWorker(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "drover")
+	if err := os.WriteFile(path, []byte("#!/bin/sh\nexec sleep 600\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestLocalCapacityMarksTheConfig: the local provider holds a launch
+// config to its capacity as a cloud holds it to what it has. Three
+// 4-core jobs ask for three machines of a config of capacity 1: the
+// provider starts one worker process and refuses the rest, the config is
+// marked capacity-limited (autoscaler status), and job why says so for
+// the jobs that wait. Placement apply refuses a capacity out of range,
+// and one for a cluster whose provider (Nomad) has a capacity of its own.
+func TestLocalCapacityMarksTheConfig(t *testing.T) {
+	local := localprov.New(localprov.Options{Binary: sleepingWorker(t), Dir: t.TempDir(), Logger: testLogger(t)})
+	t.Cleanup(local.Stop)
+	fake := nomadfake.New(1, 16000, 64<<10)
+	defer fake.Close()
+	tc := startAutoscaled(t, local, func(cluster, kind string, settings map[string]string) (provider.Provider, error) {
+		return nomad.New(nomad.Options{Address: settings["address"], Deployment: "test", Datacenters: []string{"dc1"}, Driver: "raw_exec"})
+	}, 50*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := api.LaunchConfig{Name: "local-4c", Cluster: "a", MachineType: "local-4c", Zone: "local", CPU: 4, Memory: 8 << 30, PricePerHour: 160_000_000,
+		MaxNodes: 3, Capacity: 1}
+	place := func(lc api.LaunchConfig) error {
+		return tc.admin.ApplyPlacement(ctx, &api.PlacementConfig{
+			Clusters: []api.ClusterDecl{{Name: "a", Region: "r"},
+				{Name: "nomad-c", Region: "r", Provider: "nomad", ProviderSettings: map[string]string{"address": fake.URL}}},
+			Autoscaler:    &api.AutoscalerSettings{Enabled: true, BootTimeout: "1h"},
+			LaunchConfigs: []api.LaunchConfig{lc}})
+	}
+	tooMany := cfg
+	tooMany.Capacity = state.MaxCapacity + 1
+	err := place(tooMany)
+	if ae, ok := err.(*api.Error); !ok || ae.StatusCode != 400 || !strings.Contains(ae.Message, "capacity 100001 is out of range") || !strings.Contains(ae.Message, "100000") {
+		t.Fatalf("a capacity past the limit: %v", err)
+	}
+	onNomad := cfg
+	onNomad.Name, onNomad.Cluster, onNomad.Zone = "nomad-4c", "nomad-c", ""
+	err = place(onNomad)
+	if ae, ok := err.(*api.Error); !ok || ae.StatusCode != 400 || !strings.Contains(ae.Message, "capacity = 1") || !strings.Contains(ae.Message, "provider (nomad)") {
+		t.Fatalf("a capacity on Nomad: %v", err)
+	}
+	if err := place(cfg); err != nil {
+		t.Fatal(err)
+	}
+
+	b, err := tc.admin.CreateBatch(ctx, &api.CreateBatchRequest{Name: "w", Jobs: []api.JobSpec{{JobID: 1, Count: 3, Command: []string{"true"}, CPU: 4, Memory: 1 << 30}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st *api.AutoscalerStatus
+	waitFor(t, "the config to be marked capacity-limited", func() bool {
+		st, err = tc.admin.AutoscalerStatus(ctx)
+		return err == nil && len(st.LaunchConfigs) == 1 && st.LaunchConfigs[0].CapacityLimited
+	})
+	c := st.LaunchConfigs[0]
+	if c.Capacity != 1 || !strings.Contains(c.Reason, "local provider: launch config local-4c holds at most 1 machine at once (capacity = 1)") || c.Until == nil {
+		t.Fatalf("launch config status %+v", c)
+	}
+	insts, err := local.List(ctx)
+	if err != nil || len(insts) != 1 || !insts[0].Running || insts[0].Config != "local-4c" {
+		t.Fatalf("the local provider runs %+v (%v); want one machine of local-4c", insts, err)
+	}
+	made, failed := 0, 0
+	for _, m := range tc.srv.State().Machines() {
+		switch m.State {
+		case state.MachineLaunching:
+			made++
+		case state.MachineFailed:
+			failed++
+		}
+	}
+	if made != 1 || failed != 2 {
+		t.Fatalf("%d machines launching and %d refused; want 1 and 2", made, failed)
+	}
+	var msg string
+	waitFor(t, "job why to say the config is capacity-limited", func() bool {
+		why, err := tc.admin.JobWhy(ctx, b.ID, 3)
+		if err != nil || why.State != api.JobReady {
+			return false
+		}
+		for _, r := range why.Reasons {
+			if r.Reason == "autoscaler_capacity_limited" {
+				msg = r.Message
+				return true
+			}
+		}
+		return false
+	})
+	if !strings.Contains(msg, "launch config local-4c is capacity-limited until") || !strings.Contains(msg, "capacity = 1") {
+		t.Fatalf("job why: %q", msg)
+	}
+	t.Log(msg)
 }

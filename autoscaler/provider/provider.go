@@ -113,6 +113,17 @@ type CapacityError struct {
 
 func (e *CapacityError) Error() string { return "capacity: " + e.Reason }
 
+// CapacityHolder is a provider that holds each launch config to the
+// capacity it declares (autoscaler.LaunchConfig.Capacity) and refuses a
+// launch past it as a cloud out of capacity does: the local provider,
+// whose "cloud" is this machine. A real cloud's capacity is its own;
+// placement apply refuses a capacity on a cluster whose provider is not
+// a CapacityHolder, and such a provider ignores one it is given.
+type CapacityHolder interface {
+	// HoldsCapacity reports whether the provider honours capacities.
+	HoldsCapacity() bool
+}
+
 // Zoner is a provider that can list the zones it launches in (GCE): a
 // launch config naming another is refused when it is applied.
 type Zoner interface {

@@ -37,7 +37,9 @@ func (m opsCmds) runAgent(ctx context.Context, args []string) error {
 	workers := fs.Int("workers", 2, "number of local worker processes")
 	cores := fs.Float64("worker-cores", float64(runtime.NumCPU()), "cores each worker offers")
 	memory := fs.String("worker-memory", "", "memory each worker offers, e.g. 8GiB (default: 2GiB per core)")
-	clustersFlag := fs.String("clusters", "", "local workers in named regions and clusters instead of -workers: REGION/CLUSTER:WORKERSxCORES,... (e.g. us-east1/a:2x8,us-west1/b:2x8)")
+	clustersFlag := fs.String("clusters", "", "local workers in named regions and clusters instead of -workers: REGION/CLUSTER:WORKERSxCORES[/capacity=N],... (e.g. us-east1/a:2x8,us-west1/b:2x8); "+
+		"with -autoscale, /capacity=N (1 to 100000) makes this machine a cloud that has room for only N of the cluster's workers at once: the autoscaler may ask for up to WORKERS, "+
+		"is refused the rest for want of capacity and marks the launch config capacity-limited, as with a real cloud (e.g. us-east1/a:3x4/capacity=1)")
 	lost := fs.Duration("lost-timeout", 30*time.Second, "retire a worker that has not synced for this long and re-run its jobs")
 	uiStreamLife := fs.Duration("ui-stream-life", server.DefaultConfig().UIStreamLife, "how long a web UI page's live stream lasts before the browser reconnects (resuming where it was, with its session checked again)")
 	autoscale := fs.Bool("autoscale", false, "start no worker: the autoscaler launches local workers for waiting jobs, up to -workers (or the -clusters counts) per cluster, and stops them when idle")
@@ -89,6 +91,12 @@ func (m opsCmds) runAgent(ctx context.Context, args []string) error {
 		var err error
 		if layout, err = parseDevClusters(*clustersFlag); err != nil {
 			return usagef("-clusters: %v", err)
+		}
+	}
+	for _, dc := range layout {
+		if dc.capacity > 0 && !*autoscale {
+			return usagef("-clusters: %s/%s has a capacity; a capacity is what the local cloud gives the autoscaler, so it needs -autoscale (without it, the agent starts every worker itself)",
+				dc.region, dc.cluster)
 		}
 	}
 	memBytes := worker.DefaultMemory(*cores)
@@ -429,18 +437,34 @@ type devCluster struct {
 	region, cluster string
 	workers         int
 	cores           float64
+	// capacity: the local provider runs at most this many of the
+	// cluster's workers at once (0: no limit).
+	capacity int
 }
 
-// parseDevClusters reads REGION/CLUSTER:WORKERSxCORES,...
+// maxDevCapacity bounds a -clusters capacity, as the API bounds a launch
+// config's.
+const maxDevCapacity = 100_000
+
+// parseDevClusters reads REGION/CLUSTER:WORKERSxCORES[/capacity=N],...
 func parseDevClusters(s string) ([]devCluster, error) {
 	var out []devCluster
 	seen := map[string]bool{}
 	for _, item := range strings.Split(s, ",") {
 		where, size, ok := strings.Cut(strings.TrimSpace(item), ":")
 		region, cluster, ok2 := strings.Cut(where, "/")
+		size, capText, hasCap := strings.Cut(size, "/")
 		n, c, ok3 := strings.Cut(size, "x")
 		if !ok || !ok2 || !ok3 {
-			return nil, fmt.Errorf("%q: write REGION/CLUSTER:WORKERSxCORES, as in us-east1/a:2x8", item)
+			return nil, fmt.Errorf("%q: write REGION/CLUSTER:WORKERSxCORES[/capacity=N], as in us-east1/a:2x8 or us-east1/a:3x4/capacity=1", item)
+		}
+		capacity := 0
+		if hasCap {
+			v, found := strings.CutPrefix(capText, "capacity=")
+			var err error
+			if capacity, err = strconv.Atoi(v); !found || err != nil || capacity < 1 || capacity > maxDevCapacity {
+				return nil, fmt.Errorf("%q: after the size comes /capacity=N, N from 1 to %d (leave it out for no limit), as in us-east1/a:3x4/capacity=1", item, maxDevCapacity)
+			}
 		}
 		workers, err := strconv.Atoi(n)
 		if err != nil || workers < 0 || workers > 64 {
@@ -459,15 +483,16 @@ func parseDevClusters(s string) ([]devCluster, error) {
 			return nil, fmt.Errorf("cluster %s is named twice", cluster)
 		}
 		seen[cluster] = true
-		out = append(out, devCluster{region: region, cluster: cluster, workers: workers, cores: cores})
+		out = append(out, devCluster{region: region, cluster: cluster, workers: workers, cores: cores, capacity: capacity})
 	}
 	return out, nil
 }
 
 // devAutoscaler declares the dev agent's autoscaler unless launch configs
 // exist already (a restarted agent keeps what was declared): one local
-// launch config per cluster of the layout, capped at its workers, with
-// a nominal price so the spend figures mean something.
+// launch config per cluster of the layout, capped at its workers and
+// held to its capacity, with a nominal price so the spend figures mean
+// something.
 func devAutoscaler(ctx context.Context, apiAddr, tokenFile string, layout []devCluster, memBytes int64, memPerCore bool, idle time.Duration) error {
 	tok, err := os.ReadFile(tokenFile)
 	if err != nil {
@@ -491,7 +516,7 @@ func devAutoscaler(ctx context.Context, apiAddr, tokenFile string, layout []devC
 		}
 		cfg.Clusters = append(cfg.Clusters, api.ClusterDecl{Name: cluster, Region: region})
 		cfg.LaunchConfigs = append(cfg.LaunchConfigs, api.LaunchConfig{Name: "local-" + cluster, Cluster: cluster, MachineType: fmt.Sprintf("local-%gc", dc.cores),
-			Zone: "local", CPU: dc.cores, Memory: mem, PricePerHour: money.RateFromDollars(0.04 * dc.cores), MaxNodes: int64(dc.workers)})
+			Zone: "local", CPU: dc.cores, Memory: mem, PricePerHour: money.RateFromDollars(0.04 * dc.cores), MaxNodes: int64(dc.workers), Capacity: int64(dc.capacity)})
 		nodes += int64(dc.workers)
 	}
 	cfg.Autoscaler.MaxNodes = nodes

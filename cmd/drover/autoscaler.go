@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -99,8 +100,12 @@ func (m placementCmds) runAutoscalerStatus(ctx context.Context, args []string) e
 			case c.PriceFromCloud:
 				price += " (not yet read)"
 			}
-			safef(tw, "%s\t%s/%s\t%s%s\t%s\t%g\t%s\t%s\t%d\t%s\n", c.Name, c.Cluster, orDash(c.Pool), c.MachineType, kind, orDash(c.Zone), c.CPU,
-				units.FormatBytes(c.Memory), price, c.Live, status)
+			live := strconv.Itoa(c.Live)
+			if c.Capacity > 0 {
+				live += fmt.Sprintf(" (capacity %d)", c.Capacity)
+			}
+			safef(tw, "%s\t%s/%s\t%s%s\t%s\t%g\t%s\t%s\t%s\t%s\n", c.Name, c.Cluster, orDash(c.Pool), c.MachineType, kind, orDash(c.Zone), c.CPU,
+				units.FormatBytes(c.Memory), price, live, status)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -117,6 +117,7 @@ type launchConfig struct {
 	MaxPerHour          *hcl.Attribute `hcl:"max_per_hour,optional"`
 	MaxAddsPerMinute    int64          `hcl:"max_adds_per_minute,optional"`
 	MaxRemovesPerMinute int64          `hcl:"max_removes_per_minute,optional"`
+	Capacity            int64          `hcl:"capacity,optional"` // the local provider's stand-in for a cloud's
 	Body                hcl.Body       `hcl:",body"`
 }
 
@@ -303,7 +304,8 @@ func Parse(filename string, src []byte) (*api.PlacementConfig, hcl.Diagnostics) 
 		}
 		cfg.LaunchConfigs = append(cfg.LaunchConfigs, api.LaunchConfig{Name: lc.Name, Cluster: lc.Cluster, Pool: lc.Pool, MachineType: lc.MachineType,
 			Zone: lc.Zone, Spot: lc.Spot, Reserved: lc.Reserved, CPU: lc.CPU, Memory: d.size(lc.Memory), GPUType: lc.GPUType, GPUs: lc.GPUs,
-			PricePerHour: price, PriceFromCloud: lc.PriceFromCloud, MaxNodes: lc.MaxNodes, MaxPerHour: d.price(lc.MaxPerHour), MaxAddsPerMinute: lc.MaxAddsPerMinute, MaxRemovesPerMinute: lc.MaxRemovesPerMinute})
+			PricePerHour: price, PriceFromCloud: lc.PriceFromCloud, MaxNodes: lc.MaxNodes, MaxPerHour: d.price(lc.MaxPerHour), MaxAddsPerMinute: lc.MaxAddsPerMinute, MaxRemovesPerMinute: lc.MaxRemovesPerMinute,
+			Capacity: lc.Capacity})
 	}
 	cfg.Queues = d.queues("", pf.Queues, cfg.Queues)
 	for _, t := range pf.Teams {

@@ -92,7 +92,7 @@ func PlacementFromAPI(req *api.PlacementConfig) (*state.ApplyPlacement, error) {
 		sl := state.LaunchConfig{Name: lc.Name, Cluster: lc.Cluster, Pool: lc.Pool, MachineType: lc.MachineType, Zone: lc.Zone, Spot: lc.Spot, Reserved: lc.Reserved,
 			CPUMilli: int64(math.Round(lc.CPU * 1000)), Memory: lc.Memory, GPUType: lc.GPUType, GPUs: int64(lc.GPUs), PricePerHour: lc.PricePerHour,
 			MaxNodes: lc.MaxNodes, MaxPerHour: lc.MaxPerHour, MaxAddsPerMinute: lc.MaxAddsPerMinute, MaxRemovesPerMinute: lc.MaxRemovesPerMinute,
-			PriceFromCloud: lc.PriceFromCloud}
+			PriceFromCloud: lc.PriceFromCloud, Capacity: lc.Capacity}
 		if err := state.ValidateLaunchConfig(&sl); err != nil {
 			return nil, err
 		}

@@ -79,7 +79,7 @@ func (s *placementHandlers) handleAutoscalerStatus(w http.ResponseWriter, r *htt
 		cs := api.LaunchConfigStatus{LaunchConfig: api.LaunchConfig{Name: c.Name, Cluster: c.Cluster, Pool: c.Pool, MachineType: c.MachineType, Zone: c.Zone,
 			Spot: c.Spot, Reserved: c.Reserved, CPU: float64(c.CPUMilli) / 1000, Memory: c.Memory, GPUType: c.GPUType, GPUs: int(c.GPUs),
 			PricePerHour: c.PricePerHour, MaxNodes: c.MaxNodes, MaxPerHour: c.MaxPerHour, MaxAddsPerMinute: c.MaxAddsPerMinute, MaxRemovesPerMinute: c.MaxRemovesPerMinute,
-			PriceFromCloud: c.PriceFromCloud}, Live: live[c.Name], PricedAt: timePtrNanos(c.PriceAt)}
+			PriceFromCloud: c.PriceFromCloud, Capacity: c.Capacity}, Live: live[c.Name], PricedAt: timePtrNanos(c.PriceAt)}
 		if mk, ok := marks[c.Name]; ok && mk.Until > time.Now().UnixNano() {
 			until := time.Unix(0, mk.Until).UTC()
 			cs.CapacityLimited, cs.Until, cs.Reason, cs.Misconfigured = !mk.Misconfigured, &until, mk.Reason, mk.Misconfigured

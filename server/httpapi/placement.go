@@ -498,14 +498,19 @@ type ProviderInfo struct {
 	Zones []string
 	// Prices: it reads the cloud's prices (price_from_cloud).
 	Prices bool
+	// Capacity: it holds launch configs to their capacity (the local
+	// provider; provider.CapacityHolder).
+	Capacity bool
 }
 
 // checkProviders refuses a launch config its cluster's provider cannot
 // serve as declared: a zone the provider does not have (a typo would
-// otherwise be found only at the first launch, as a failure), or
+// otherwise be found only at the first launch, as a failure),
 // price_from_cloud where the provider cannot read prices (the config
-// would never be launched). A provider that cannot be asked
-// (unreachable) refuses nothing: the launch says so later.
+// would never be launched), or a capacity where the provider does not
+// hold configs to one (a cloud's capacity is the cloud's: the setting
+// would do nothing). A provider that cannot be asked (unreachable)
+// refuses nothing: the launch says so later.
 func (s *placementHandlers) checkProviders(ctx context.Context, req *api.PlacementConfig) error {
 	if s.provider == nil {
 		return nil
@@ -519,7 +524,7 @@ func (s *placementHandlers) checkProviders(ctx context.Context, req *api.Placeme
 	}
 	infoOf := map[string]ProviderInfo{}
 	for _, lc := range req.LaunchConfigs {
-		if lc.Zone == "" && !lc.PriceFromCloud {
+		if lc.Zone == "" && !lc.PriceFromCloud && lc.Capacity == 0 {
 			continue
 		}
 		info, seen := infoOf[lc.Cluster]
@@ -542,6 +547,12 @@ func (s *placementHandlers) checkProviders(ctx context.Context, req *api.Placeme
 			kind := cmp.Or(decls[lc.Cluster].Provider, "the servers' default")
 			return codedf(http.StatusBadRequest, "launch config %s: price_from_cloud, but cluster %s's provider (%s) cannot read the cloud's prices; give a price_per_hour instead",
 				lc.Name, lc.Cluster, kind)
+		}
+		if lc.Capacity > 0 && info.Known && !info.Capacity {
+			kind := cmp.Or(decls[lc.Cluster].Provider, "the servers' default")
+			return codedf(http.StatusBadRequest, "launch config %s: capacity = %d, but cluster %s's provider (%s) has a capacity of its own that drover cannot set; "+
+				"only the local provider (the dev agent's) takes one: leave capacity out",
+				lc.Name, lc.Capacity, lc.Cluster, kind)
 		}
 	}
 	return nil

@@ -638,7 +638,7 @@ func launchConfig(c *state.LaunchConfig, regions map[string]string) autoscaler.L
 	return autoscaler.LaunchConfig{Name: c.Name, Cluster: c.Cluster, Region: regions[c.Cluster], Pool: c.Pool, MachineType: c.MachineType, Zone: c.Zone,
 		Spot: c.Spot, Reserved: c.Reserved, CPUMilli: c.CPUMilli, Memory: c.Memory, GPUType: c.GPUType, GPUs: c.GPUs, PricePerHour: c.PricePerHour,
 		MaxNodes: int(c.MaxNodes), MaxPerHour: c.MaxPerHour, MaxAddsPerMinute: int(c.MaxAddsPerMinute), MaxRemovesPerMinute: int(c.MaxRemovesPerMinute),
-		AwaitingPrice: c.PriceFromCloud && c.PricePerHour == 0}
+		AwaitingPrice: c.PriceFromCloud && c.PricePerHour == 0, Capacity: int(c.Capacity)}
 }
 
 // autoscaleInput builds the planner's input from the state, the leader's

@@ -107,7 +107,15 @@ type LaunchConfig struct {
 	// read (0: never).
 	PriceFromCloud bool
 	PriceAt        int64
+	// Capacity is how many machines of the config a provider that holds
+	// configs to one (the local provider) runs at once before refusing a
+	// launch for want of capacity, as a cloud does (0: no limit; 0 to
+	// MaxCapacity). The planner does not read it.
+	Capacity int64
 }
+
+// MaxCapacity bounds a launch config's capacity.
+const MaxCapacity = 100_000
 
 // sameMachine reports whether two configs make the same machine at the
 // same price source: a cloud's price read for one holds for the other.
@@ -333,6 +341,9 @@ func validateLaunchConfig(c *LaunchConfig) *ApplyError {
 		if n < 0 || n > 1e6 {
 			return errorf(ErrInvalid, "launch config %s: node caps and rates are 0 (none) to 1,000,000", c.Name)
 		}
+	}
+	if c.Capacity < 0 || c.Capacity > MaxCapacity {
+		return errorf(ErrInvalid, "launch config %s: capacity %d is out of range (0, no limit, to %d)", c.Name, c.Capacity, MaxCapacity)
 	}
 	return nil
 }

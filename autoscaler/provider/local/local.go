@@ -1,7 +1,9 @@
 // Package local is the autoscaler's provider of the dev agent: a machine
 // is a `drover worker` process on this machine, started with the cores and
 // memory of its launch config. The dev agent scales from no worker at all
-// to its caps and back.
+// to its caps and back. A launch config's capacity stands in for a
+// cloud's: past it, a launch is refused for want of capacity, as GCE
+// refuses one, so the dev agent shows what drover does then.
 package local
 
 import (
@@ -49,7 +51,10 @@ type proc struct {
 	done chan struct{}
 }
 
-var _ provider.Provider = (*Local)(nil)
+var (
+	_ provider.Provider       = (*Local)(nil)
+	_ provider.CapacityHolder = (*Local)(nil)
+)
 
 // New makes a local provider.
 func New(opts Options) *Local {
@@ -62,20 +67,35 @@ func New(opts Options) *Local {
 	return &Local{opts: opts, procs: map[string]*proc{}, requests: map[string]*provider.LaunchResult{}}
 }
 
+// HoldsCapacity reports that the local provider honours launch config
+// capacities (provider.CapacityHolder).
+func (l *Local) HoldsCapacity() bool { return true }
+
 // Launch starts one worker process per name; a request seen before
 // returns its first result, and a name already running is not started
-// again.
+// again. A config with a capacity gets no more running machines than it:
+// the rest are refused for want of capacity (all of them: a
+// *provider.CapacityError).
 func (l *Local) Launch(ctx context.Context, req *provider.LaunchRequest) (*provider.LaunchResult, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if res, ok := l.requests[req.RequestID]; ok && req.RequestID != "" {
-		return res, nil
+		return provider.Finish(res, nil)
 	}
 	res := &provider.LaunchResult{}
+	capacity, running := req.Config.Capacity, l.running(req.Config.Name)
 	for _, name := range req.Names {
 		if p, ok := l.procs[name]; ok {
 			res.Created = append(res.Created, p.inst)
 			continue
+		}
+		if capacity > 0 && running >= capacity {
+			res.CapacityLimited = true
+			res.Reason = fmt.Sprintf("local provider: launch config %s holds at most %s at once (capacity = %d); %d running",
+				req.Config.Name, plural(capacity, "machine"), capacity, running)
+			l.opts.Logger.Info("launch refused for want of capacity", "config", req.Config.Name, "capacity", capacity, "running", running,
+				"refused", len(req.Names)-len(res.Created))
+			break
 		}
 		tokenFile, err := l.writeJoinToken(req, name)
 		if err != nil {
@@ -106,11 +126,36 @@ func (l *Local) Launch(ctx context.Context, req *provider.LaunchRequest) (*provi
 			close(p.done)
 		}()
 		l.procs[name] = p
+		running++
 		res.Created = append(res.Created, p.inst)
 		l.opts.Logger.Info("machine started", "machine", name, "pid", cmd.Process.Pid, "config", req.Config.Name)
 	}
 	l.requests[req.RequestID] = res
-	return res, nil
+	return provider.Finish(res, nil)
+}
+
+// running counts the machines of a config whose worker process has not
+// exited. The caller holds l.mu.
+func (l *Local) running(config string) int {
+	n := 0
+	for _, p := range l.procs {
+		if p.inst.Config != config {
+			continue
+		}
+		select {
+		case <-p.done:
+		default:
+			n++
+		}
+	}
+	return n
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // writeJoinToken puts a machine's join token in its data dir, which only

@@ -32,3 +32,19 @@ launch_config "n8-catalog" {
   memory           = "32GiB"
   price_from_cloud = true
 }
+
+# The dev agent's local provider: at most 3 of these worker processes at
+# once; past that a launch is refused for want of capacity, as a cloud
+# refuses one, and the config is marked capacity-limited.
+cluster "dev" {
+  region = "local"
+}
+
+launch_config "local-4c" {
+  cluster        = "dev"
+  cpu            = 4
+  memory         = "8GiB"
+  price_per_hour = 0.16
+  max_nodes      = 5
+  capacity       = 3
+}
