@@ -22,7 +22,7 @@ echo "==> starting a dev agent (data dir $DATA, agent log $LOG)"
 BUCKET="$DATA/bucket"
 mkdir -p "$BUCKET/in"
 for i in 0 1 2; do seq 1 $((10 * (i + 1))) | tr '\n' ' ' >"$BUCKET/in/words-$i.txt"; done
-"$BIN" agent -dev -data-dir "$DATA" -http-addr 127.0.0.1:0 -clusters us-east1/a:1x4,us-west1/b:1x4 -worker-memory 4GiB -file-url-roots "$BUCKET" -log-level warn >"$LOG" 2>&1 &
+"$BIN" agent -dev -data-dir "$DATA" -http-addr 127.0.0.1:0 -clusters us-east1/a:1x4,us-west1/b:1x4 -worker-memory 4GiB -file-url-roots "$BUCKET" -queue-sample-interval 1s -log-level warn >"$LOG" 2>&1 &
 AGENT_PID=$!
 for _ in $(seq 1 300); do
   [[ -s "$DATA/root.token" && -s "$DATA/api.addr" ]] && break
@@ -91,6 +91,26 @@ ls "$BUCKET/out"
 cat "$BUCKET/out/count-2.txt"
 
 run batch list
+
+echo
+echo "==> tiers (examples/placement/tiers.hcl): tier 3 (billing project default) fills both workers; tier 1's nightly run (billing project prod) waits 5 s below its fair share, preempts tier-3 attempts and meets its SLO"
+run billing-project create prod
+run placement apply examples/placement/tiers.hcl
+echo
+echo "==> drover run -var n=16 -var seconds=30 examples/long.hcl   (tier 3: 16 jobs of half a core, every core of both workers; it returns at once)"
+"$BIN" run -var n=16 -var seconds=30 examples/long.hcl
+sleep 2
+run run -billing-project prod -wait examples/nightly.hcl
+run queue tree
+echo
+echo "==> drover job list 7   (tier 3's jobs with 2 attempts were preempted for tier 1, and ran again)"
+"$BIN" job list 7
+run batch wait 7
+run queue slo -days 1
+run queue recommend -days 1
+run queue report -by cluster -days 1
+run queue auto-apply demo -dry-run
+run queue history demo
 
 echo
 echo "==> stopping this agent; starting one that autoscales: no worker until jobs wait"

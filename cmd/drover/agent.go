@@ -58,6 +58,7 @@ func (m opsCmds) runAgent(ctx context.Context, args []string) error {
 	fs.Var(&writable, "job-writable-dir", "a host directory the workers' isolated jobs may write (repeatable; see drover worker -help)")
 	retention := fs.Duration("retention", server.DefaultConfig().Retention, "how long a finished batch stays in memory once the history store (<data-dir>/history.db, or -history-dsn) holds it, and a retired worker instance once no batch in memory refers to it")
 	historyDSN := fs.String("history-dsn", "", "MySQL database for finished batches and the billing ledger (default: <data-dir>/history.db)")
+	sampleEvery := fs.Duration("queue-sample-interval", server.DefaultConfig().QueueSampleInterval, "how often the leader records what each queue in use holds (the data of drover queue recommend and queue report; as drover server's)")
 	sampleRetention := fs.Duration("queue-usage-retention", server.DefaultConfig().QueueUsageRetention, "how long the history store keeps the queue samples drover queue recommend and queue slo read (24h to 87600h; as drover server's)")
 	var callbackAllow multiFlag
 	fs.Var(&callbackAllow, "callback-allow", "a destination batches' completion callbacks may go to: an http(s) URL whose host and paths under it are allowed (repeatable; default: no callbacks; as drover server's)")
@@ -163,6 +164,7 @@ func (m opsCmds) runAgent(ctx context.Context, args []string) error {
 	cfg.LostTimeout = *lost
 	cfg.UIStreamLife = *uiStreamLife
 	cfg.Retention, cfg.HistoryDSN, cfg.QueueUsageRetention = *retention, *historyDSN, *sampleRetention
+	cfg.QueueSampleInterval = *sampleEvery
 	cfg.CallbackAllow = callbackAllow
 	// One voter: elect it quickly.
 	cfg.HeartbeatTimeout = 300 * time.Millisecond
