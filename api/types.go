@@ -1639,6 +1639,14 @@ type QueueAutoApply struct {
 	DryRun    bool    `json:"dry_run,omitempty"`
 	Days      int64   `json:"days,omitempty"`
 	Keep      int64   `json:"keep,omitempty"`
+	// Rebalance moves the tree's leaves between clusters in the same
+	// step (their home_clusters: Monarch's cross-cluster routing), off
+	// clusters above High usage/capacity (default 0.8) onto clusters that
+	// stay within Low (default 0.6), at most max_change of its leaves a
+	// step (at least one).
+	Rebalance bool    `json:"rebalance,omitempty"`
+	High      float64 `json:"high,omitempty"`
+	Low       float64 `json:"low,omitempty"`
 }
 
 // ParseDuration is time.ParseDuration that also takes whole days ("7d").
@@ -1699,6 +1707,9 @@ type QueueSettingChange struct {
 	Guarantee            float64 `json:"guarantee_cpu"`
 	MaxRunningJobsBefore int64   `json:"max_running_jobs_before"`
 	MaxRunningJobs       int64   `json:"max_running_jobs"`
+	// HomeClusters before and after (a rebalancing step's move).
+	HomeClustersBefore []string `json:"home_clusters_before,omitempty"`
+	HomeClusters       []string `json:"home_clusters,omitempty"`
 }
 
 // QueueVersion is one regeneration of a tree's settings: auto_apply and

@@ -27,6 +27,37 @@ type AutoApply struct {
 	// Keep is how many versions of the tree's settings are kept (0:
 	// DefaultAutoKeep).
 	Keep int64
+	// Rebalance moves the tree's leaves between clusters in the same
+	// step (Rebalance: their home clusters), off clusters above
+	// HighPermille usage/capacity onto clusters that stay within
+	// LowPermille (0: the defaults), at most MovesPerStep a step.
+	Rebalance                 bool
+	HighPermille, LowPermille int64
+}
+
+// Defaults of a rebalancing step.
+const (
+	DefaultHighPermille = 800
+	DefaultLowPermille  = 600
+)
+
+// Marks are the usage/capacity ratios a rebalancing step moves work
+// above and below.
+func (a *AutoApply) Marks() (high, low float64) {
+	h, l := a.HighPermille, a.LowPermille
+	if h == 0 {
+		h = DefaultHighPermille
+	}
+	if l == 0 {
+		l = DefaultLowPermille
+	}
+	return float64(h) / 1000, float64(l) / 1000
+}
+
+// MovesPerStep bounds the leaves a step moves between clusters: its
+// max_change of the tree's leaves, at least one.
+func (a *AutoApply) MovesPerStep(leaves int) int {
+	return max(int((int64(leaves)*a.Step()+999)/1000), 1)
 }
 
 // Bounds and defaults of AutoApply.
@@ -80,6 +111,12 @@ func (a *AutoApply) Validate(at string) error {
 	}
 	if a.Keep < 0 || a.Keep > MaxAutoKeep {
 		return fmt.Errorf("%s: auto_apply keep must be between 1 and %d versions", at, MaxAutoKeep)
+	}
+	if a.HighPermille < 0 || a.HighPermille > 1000 || a.LowPermille < 0 || a.LowPermille > 1000 {
+		return fmt.Errorf("%s: auto_apply high and low must be usage/capacity ratios more than 0 and at most 1", at)
+	}
+	if high, low := a.Marks(); low >= high {
+		return fmt.Errorf("%s: auto_apply low (%g) must be below high (%g): work moves off clusters above high onto those that stay within low", at, low, high)
 	}
 	return nil
 }

@@ -143,9 +143,10 @@ type Move struct {
 // the dominant resource) to clusters below low, largest queue first
 // (lowest tier first among equals: a tier-3 queue moves before a tier-1
 // one), each only where the target stays at or below low after it, and
-// at most max moves. home gives each leaf queue's home clusters now (nil:
-// any); a queue routed to several clusters moves only its From. The
-// answer is the same whatever the order of the reports.
+// at most max moves. home gives the home clusters now (nil: any) of each
+// leaf queue that may move (a queue it does not name stays); a queue
+// routed to several clusters moves only its From. The answer is the same
+// whatever the order of the reports.
 func Rebalance(reports []ClusterReport, home map[string][]string, high, low float64, max int) []Move {
 	ratio := map[string]float64{}
 	capa := map[string]Hours{}
@@ -162,7 +163,9 @@ func Rebalance(reports []ClusterReport, home map[string][]string, high, low floa
 			continue
 		}
 		for _, q := range r.Queues {
-			cands = append(cands, cand{q.Name, r.Cluster, q})
+			if _, ok := home[q.Name]; ok {
+				cands = append(cands, cand{q.Name, r.Cluster, q})
+			}
 		}
 	}
 	slices.SortFunc(cands, func(a, b cand) int {

@@ -60,7 +60,8 @@ func TestReportByCluster(t *testing.T) {
 // nothing more. No move where no target has room.
 func TestRebalance(t *testing.T) {
 	reps := ReportByCluster(clusterFixture())
-	moves := Rebalance(reps, map[string][]string{"org/batch/tier3": {"east", "west"}}, 0.8, 0.7, 10)
+	home := map[string][]string{"org/batch/tier3": {"east", "west"}, "org/prod/tier1": nil}
+	moves := Rebalance(reps, home, 0.8, 0.7, 10)
 	if len(moves) != 1 {
 		t.Fatalf("moves %+v", moves)
 	}
@@ -69,10 +70,13 @@ func TestRebalance(t *testing.T) {
 		m.FromAfter != 0.5 || math.Abs(m.ToAfter-0.625) > 1e-9 || m.Reason == "" {
 		t.Fatalf("move %+v", m)
 	}
-	if moves := Rebalance(reps, nil, 0.8, 0.3, 10); len(moves) != 0 {
+	if moves := Rebalance(reps, home, 0.8, 0.3, 10); len(moves) != 0 {
 		t.Fatalf("with no room under 30%%: %+v", moves)
 	}
-	if moves := Rebalance(reps, nil, 0.8, 0.7, 0); len(moves) != 0 {
+	if moves := Rebalance(reps, home, 0.8, 0.7, 0); len(moves) != 0 {
 		t.Fatalf("at most 0 moves: %+v", moves)
+	}
+	if moves := Rebalance(reps, map[string][]string{"org/prod/tier1": nil}, 0.8, 0.7, 10); len(moves) != 0 {
+		t.Fatalf("only tier 1 may move, and it fits nowhere: %+v", moves)
 	}
 }

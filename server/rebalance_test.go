@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,5 +114,72 @@ func TestQueueReportAndRebalanceByCluster(t *testing.T) {
 			t.Fatalf("the sampler recorded %+v", usage)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestAutoApplyRebalances: a tree whose auto_apply rebalances moves its
+// leaf off the full cluster in the same version as its other settings
+// (route and settings in one step), once a quarter of the window is
+// recorded; a rollback puts the route back.
+func TestAutoApplyRebalances(t *testing.T) {
+	tc := startServer(t, "", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := tc.admin.ApplyPlacement(ctx, &api.PlacementConfig{
+		Clusters: []api.ClusterDecl{{Name: "east", Region: "r1"}, {Name: "west", Region: "r2"}},
+		Queues: []api.Queue{{Path: "org", AutoApply: &api.QueueAutoApply{Every: "24h", Days: 1, Rebalance: true}},
+			{Path: "org/tier3", HomeClusters: []string{"east"}, BillingProjects: []string{"default"}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := tc.srv.history.Store()
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(hours int64) {
+		at := time.Now().Add(-time.Duration(hours) * time.Hour).Unix()
+		var samples []history.QueueSample
+		for m := int64(0); m < hours*60; m++ {
+			t0 := at + m*60
+			samples = append(samples,
+				history.QueueSample{Cluster: "east", At: t0, Seconds: 60, CPUMilli: 32_000, Memory: 128 << 30, Jobs: 2},
+				history.QueueSample{Cluster: "west", At: t0, Seconds: 60, CPUMilli: 64_000, Memory: 256 << 30, Jobs: 4},
+				history.QueueSample{Queue: "org/tier3", At: t0, Seconds: 60, CPUMilli: 28_000, Memory: 28 << 30, Jobs: 28},
+				history.QueueSample{Queue: "org/tier3", Cluster: "east", At: t0, Seconds: 60, CPUMilli: 28_000, Memory: 28 << 30})
+		}
+		if err := st.PutQueueUsage(ctx, samples); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(2) // 2 hours: under a quarter of the day's window
+	v, err := tc.admin.AutoApplyQueues(ctx, &api.QueueAutoApplyRequest{Tree: "org"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q, _ := tc.admin.GetQueue(ctx, "org/tier3"); !slices.Equal(q.HomeClusters, []string{"east"}) {
+		t.Fatalf("moved on 2 hours of samples (version %+v)", v)
+	}
+	put(8)
+	v, err = tc.admin.AutoApplyQueues(ctx, &api.QueueAutoApplyRequest{Tree: "org"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var moved *api.QueueSettingChange
+	for i, c := range v.Changes {
+		if c.Path == "org/tier3" {
+			moved = &v.Changes[i]
+		}
+	}
+	if moved == nil || !slices.Equal(moved.HomeClusters, []string{"west"}) || !slices.Equal(moved.HomeClustersBefore, []string{"east"}) || !strings.Contains(v.Note, "moved org/tier3 from east to west") {
+		t.Fatalf("version %+v", v)
+	}
+	if q, _ := tc.admin.GetQueue(ctx, "org/tier3"); !slices.Equal(q.HomeClusters, []string{"west"}) || q.Guarantee.CPU == 0 {
+		t.Fatalf("tier 3 after the step: %+v", q)
+	}
+	if _, err := tc.admin.RollbackQueues(ctx, &api.QueueRollbackRequest{Tree: "org", Version: v.Version}); err != nil {
+		t.Fatal(err)
+	}
+	if q, _ := tc.admin.GetQueue(ctx, "org/tier3"); !slices.Equal(q.HomeClusters, []string{"east"}) {
+		t.Fatalf("tier 3 after the rollback: %+v", q.HomeClusters)
 	}
 }

@@ -170,6 +170,9 @@ type QueueExpect struct {
 	CostDays      int      `json:"cost_days,omitempty"`
 	// MinAutoApplied: at least so many regenerations applied.
 	MinAutoApplied int `json:"min_auto_applied,omitempty"`
+	// HomeClusters: each queue named is routed to these clusters at the
+	// end (comma-separated; "" for any).
+	HomeClusters map[string]string `json:"home_clusters,omitempty"`
 }
 
 // SLOWindow bounds a queue's SLO success ratio over a window.
@@ -263,6 +266,8 @@ type QueueResult struct {
 	DailyCoreHours []float64         `json:"daily_core_hours,omitempty"`
 	AutoApplied    int               `json:"auto_applied,omitempty"`
 	Settings       map[string]string `json:"settings,omitempty"`
+	// HomeClusters: each queue's home clusters at the end.
+	HomeClusters map[string]string `json:"home_clusters,omitempty"`
 }
 
 // SLOWindowResult is a queue's SLO success over an expected window.
@@ -925,6 +930,10 @@ func (r *qrun) result() *QueueResult {
 			res.Settings[q.Path] = fmt.Sprintf("weight %d, %g cores, max_running %d", q.EffectiveWeight(), float64(q.Guarantee.CPUMilli)/1000, q.Limits.MaxRunningJobs)
 		}
 	}
+	res.HomeClusters = map[string]string{}
+	for _, q := range r.st.Queues() {
+		res.HomeClusters[q.Path] = strings.Join(q.HomeClusters, ",")
+	}
 	// Each gang's starts: its members' k-th starts at one instant, in one
 	// cluster.
 	type gangStart struct {
@@ -1179,6 +1188,11 @@ func (sc *QueueScenario) Check(res *QueueResult) error {
 			if last > first*(1+*g) {
 				errs = append(errs, fmt.Errorf("the last %d days' attempts held %.1f core-hours, the first %d days' %.1f: more than %.0f%% more", n, last, n, first, *g*100))
 			}
+		}
+	}
+	for q, want := range e.HomeClusters {
+		if got := res.HomeClusters[q]; got != want {
+			errs = append(errs, fmt.Errorf("%s is routed to %q at the end, want %q", q, got, want))
 		}
 	}
 	if res.AutoApplied < e.MinAutoApplied {

@@ -488,7 +488,7 @@ func (m placementCmds) runQueueHistory(ctx context.Context, args []string) error
 			safef(m.Stdout, "  %s\n", v.Note)
 		}
 		tw := tabwriter.NewWriter(m.Stdout, 0, 2, 2, ' ', 0)
-		safef(tw, "  QUEUE\tWEIGHT\tGUARANTEE CPU\tMAX RUNNING JOBS\n")
+		safef(tw, "  QUEUE\tWEIGHT\tGUARANTEE CPU\tMAX RUNNING JOBS\tHOME CLUSTERS\n")
 		for _, c := range v.Changes {
 			arrow := func(a, b string) string {
 				if a == b {
@@ -496,8 +496,15 @@ func (m placementCmds) runQueueHistory(ctx context.Context, args []string) error
 				}
 				return a + " -> " + b
 			}
-			safef(tw, "  %s\t%s\t%s\t%s\n", c.Path, arrow(fmt.Sprint(c.WeightBefore), fmt.Sprint(c.Weight)),
-				arrow(fmt.Sprint(c.GuaranteeBefore), fmt.Sprint(c.Guarantee)), arrow(countString(c.MaxRunningJobsBefore), countString(c.MaxRunningJobs)))
+			homes := func(cs []string) string {
+				if len(cs) == 0 {
+					return "any"
+				}
+				return strings.Join(cs, ",")
+			}
+			safef(tw, "  %s\t%s\t%s\t%s\t%s\n", c.Path, arrow(fmt.Sprint(c.WeightBefore), fmt.Sprint(c.Weight)),
+				arrow(fmt.Sprint(c.GuaranteeBefore), fmt.Sprint(c.Guarantee)), arrow(countString(c.MaxRunningJobsBefore), countString(c.MaxRunningJobs)),
+				arrow(homes(c.HomeClustersBefore), homes(c.HomeClusters)))
 		}
 		if err := tw.Flush(); err != nil {
 			return err

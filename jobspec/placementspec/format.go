@@ -112,6 +112,15 @@ func writeQueue(b *hclwrite.Body, q *api.Queue) {
 		if a.Keep > 0 {
 			ab.SetAttributeValue("keep", cty.NumberIntVal(a.Keep))
 		}
+		if a.Rebalance {
+			ab.SetAttributeValue("rebalance", cty.True)
+		}
+		if a.High > 0 {
+			ab.SetAttributeValue("high", cty.NumberFloatVal(a.High))
+		}
+		if a.Low > 0 {
+			ab.SetAttributeValue("low", cty.NumberFloatVal(a.Low))
+		}
 	}
 }
 

@@ -172,6 +172,9 @@ type queue struct {
 		DryRun    bool           `hcl:"dry_run,optional"`
 		Days      int64          `hcl:"days,optional"`
 		Keep      int64          `hcl:"keep,optional"`
+		Rebalance bool           `hcl:"rebalance,optional"`
+		High      float64        `hcl:"high,optional"`
+		Low       float64        `hcl:"low,optional"`
 		DeclRange hcl.Range      `hcl:",def_range"`
 	} `hcl:"auto_apply,block"`
 	Queues    []queue   `hcl:"queue,block"`
@@ -214,7 +217,8 @@ func (d *decoder) queues(parent string, qs []queue, out []api.Queue) []api.Queue
 						Detail: fmt.Sprintf("max_change = %g: write a fraction more than 0 and at most 1, e.g. 0.25 (a step moves a setting at most a quarter; leave it out for 0.25).", maxChange), Subject: a.DeclRange.Ptr()})
 				}
 			}
-			aq.AutoApply = &api.QueueAutoApply{Every: d.duration(a.Every), MaxChange: maxChange, DryRun: a.DryRun, Days: a.Days, Keep: a.Keep}
+			aq.AutoApply = &api.QueueAutoApply{Every: d.duration(a.Every), MaxChange: maxChange, DryRun: a.DryRun, Days: a.Days, Keep: a.Keep,
+				Rebalance: a.Rebalance, High: a.High, Low: a.Low}
 		}
 		aq.BorrowLimit = d.limit(q.BorrowLimit)
 		aq.LendLimit = d.limit(q.LendLimit)

@@ -365,7 +365,8 @@ func Queue(q *state.QueueInfo) api.Queue {
 		out.Recommend = &api.QueueRecommendSettings{Percentile: float64(q.RecommendPermille) / 1000}
 	}
 	if a := q.AutoApply; a.On() {
-		out.AutoApply = &api.QueueAutoApply{Every: duration(a.EveryNs), MaxChange: float64(a.MaxChangePermille) / 1000, DryRun: a.DryRun, Days: a.Days, Keep: a.Keep}
+		out.AutoApply = &api.QueueAutoApply{Every: duration(a.EveryNs), MaxChange: float64(a.MaxChangePermille) / 1000, DryRun: a.DryRun, Days: a.Days, Keep: a.Keep,
+			Rebalance: a.Rebalance, High: float64(a.HighPermille) / 1000, Low: float64(a.LowPermille) / 1000}
 	}
 	if !q.BorrowLimit.IsZero() {
 		c := q.Queue.Queue.Quota()

@@ -86,10 +86,12 @@ func QueueVersion(v *state.QueueVersion) api.QueueVersion {
 	out := api.QueueVersion{Version: v.Seq, Tree: v.Tree, Time: unixTime(v.At), By: v.By, Kind: v.Kind, Applied: v.Applied, Note: v.Note,
 		Changes: []api.QueueSettingChange{}}
 	for i, a := range v.After {
-		c := api.QueueSettingChange{Path: a.Path, Weight: a.Weight, Guarantee: float64(a.GuaranteeMilli) / 1000, MaxRunningJobs: a.MaxRunningJobs}
+		c := api.QueueSettingChange{Path: a.Path, Weight: a.Weight, Guarantee: float64(a.GuaranteeMilli) / 1000, MaxRunningJobs: a.MaxRunningJobs,
+			HomeClusters: slices.Clone(a.HomeClusters)}
 		if i < len(v.Before) {
 			b := v.Before[i]
 			c.WeightBefore, c.GuaranteeBefore, c.MaxRunningJobsBefore = b.Weight, float64(b.GuaranteeMilli)/1000, b.MaxRunningJobs
+			c.HomeClustersBefore = slices.Clone(b.HomeClusters)
 		}
 		out.Changes = append(out.Changes, c)
 	}

@@ -77,7 +77,16 @@ func QueueFromAPI(q api.Queue) (state.Queue, error) {
 		if !(a.MaxChange >= 0 && a.MaxChange <= 1) {
 			return out, fmt.Errorf("%s: auto_apply max_change %g must be between 0 and 1 (e.g. 0.25: a step moves a setting at most a quarter; 0 or absent: 0.25)", at, a.MaxChange)
 		}
-		out.AutoApply = placement.AutoApply{EveryNs: int64(every), MaxChangePermille: int64(math.Round(a.MaxChange * 1000)), DryRun: a.DryRun, Days: a.Days, Keep: a.Keep}
+		for _, f := range []struct {
+			name string
+			v    float64
+		}{{"high", a.High}, {"low", a.Low}} {
+			if !(f.v >= 0 && f.v <= 1) {
+				return out, fmt.Errorf("%s: auto_apply %s %g must be a usage/capacity ratio between 0 and 1 (0 or absent: the default)", at, f.name, f.v)
+			}
+		}
+		out.AutoApply = placement.AutoApply{EveryNs: int64(every), MaxChangePermille: int64(math.Round(a.MaxChange * 1000)), DryRun: a.DryRun, Days: a.Days, Keep: a.Keep,
+			Rebalance: a.Rebalance, HighPermille: int64(math.Round(a.High * 1000)), LowPermille: int64(math.Round(a.Low * 1000))}
 		if a.MaxChange > 0 && out.AutoApply.MaxChangePermille == 0 {
 			out.AutoApply.MaxChangePermille = 1
 		}

@@ -83,8 +83,10 @@ func Regenerated(r Recommended, step int64) (after, before []state.QueueSetting,
 	var kept []string
 	for i, b := range bounded {
 		q := &r.Tree.Queues[i]
-		before[i] = state.QueueSetting{Path: q.Path, Weight: q.EffectiveWeight(), GuaranteeMilli: q.Guarantee.CPUMilli, MaxRunningJobs: q.Limits.MaxRunningJobs}
-		after[i] = state.QueueSetting{Path: b.Path, Weight: b.Weight, GuaranteeMilli: b.GuaranteeMilli, MaxRunningJobs: b.MaxRunningJobs}
+		before[i] = state.QueueSetting{Path: q.Path, Weight: q.EffectiveWeight(), GuaranteeMilli: q.Guarantee.CPUMilli, MaxRunningJobs: q.Limits.MaxRunningJobs,
+			HomeClusters: slices.Clone(q.HomeClusters)}
+		after[i] = state.QueueSetting{Path: b.Path, Weight: b.Weight, GuaranteeMilli: b.GuaranteeMilli, MaxRunningJobs: b.MaxRunningJobs,
+			HomeClusters: slices.Clone(q.HomeClusters)}
 		if r.Tree.Parent[i] < 0 {
 			after[i].Weight = before[i].Weight
 			if before[i].GuaranteeMilli == 0 {
@@ -106,14 +108,7 @@ func Regenerated(r Recommended, step int64) (after, before []state.QueueSetting,
 	if len(kept) > 0 {
 		notes = append(notes, fmt.Sprintf("%d queues without samples kept their settings: %s", len(kept), strings.Join(kept, ", ")))
 	}
-	note = strings.Join(notes, "; ")
-	if len(note) > state.MaxVersionNote {
-		note = note[:state.MaxVersionNote-len(" ...")] + " ..."
-		for !utf8.ValidString(note) { // names are ASCII; a check's detail may not be
-			note = note[:len(note)-5] + " ..."
-		}
-	}
-	return after, before, note
+	return after, before, cutNote(strings.Join(notes, "; "))
 }
 
 // ErrNoTree: Regenerate was asked for a tree that does not exist.
@@ -145,7 +140,72 @@ func Regenerate(ctx context.Context, queues []state.QueueInfo, st history.Store,
 		return nil, err
 	}
 	after, before, note := Regenerated(rec, auto.Step())
+	if auto.Rebalance {
+		note = joinNote(rebalanceStep(infos, usage, &auto, after, days), note)
+	}
 	return &state.AutoApplyQueues{Now: now.UnixNano(), Tree: tree, By: by, DryRun: auto.DryRun, After: after, Before: before, Note: note}, nil
+}
+
+// rebalanceStep moves the tree's leaves between clusters in a
+// regeneration (auto_apply's rebalance): placement.Rebalance over the
+// window's usage by cluster, at most MovesPerStep of them, each moved
+// leaf's home clusters set in after. A move waits until the samples
+// span a quarter of the window at least, so that minutes of a burst do
+// not move a queue. It returns the moves' reasons.
+func rebalanceStep(infos []state.QueueInfo, usage []history.QueueSample, auto *placement.AutoApply, after []state.QueueSetting, days int64) string {
+	var first, last int64
+	for _, u := range usage {
+		if !u.Whole() && u.Queue == "" {
+			if first == 0 || u.At < first {
+				first = u.At
+			}
+			last = max(last, u.At+u.Seconds)
+		}
+	}
+	if span, need := last-first, days*24*3600/4; span < need {
+		return fmt.Sprintf("rebalance: %.1f hours of use by cluster recorded; moves wait for %.0f (a quarter of the window)", float64(span)/3600, float64(need)/3600)
+	}
+	home := map[string][]string{}
+	for _, q := range infos {
+		if q.Leaf {
+			home[q.Path] = q.HomeClusters
+		}
+	}
+	high, low := auto.Marks()
+	moves := placement.Rebalance(placement.ReportByCluster(ClusterSamples(usage)), home, high, low, auto.MovesPerStep(len(home)))
+	var reasons []string
+	for _, m := range moves {
+		for i := range after {
+			if after[i].Path == m.Queue {
+				after[i].HomeClusters = m.HomeClusters
+			}
+		}
+		reasons = append(reasons, fmt.Sprintf("moved %s from %s to %s: %s", m.Queue, m.From, m.To, m.Reason))
+	}
+	return strings.Join(reasons, "; ")
+}
+
+// joinNote joins two notes, cut to what a version keeps.
+func joinNote(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return cutNote(a + "; " + b)
+}
+
+// cutNote cuts a note to what a version keeps, on a rune boundary.
+func cutNote(note string) string {
+	if len(note) <= state.MaxVersionNote {
+		return note
+	}
+	note = note[:state.MaxVersionNote-len(" ...")]
+	for !utf8.ValidString(note) {
+		note = note[:len(note)-1]
+	}
+	return note + " ..."
 }
 
 // QueueSamples are what each queue in use holds at now, over a stretch of

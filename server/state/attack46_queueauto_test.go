@@ -68,7 +68,7 @@ func TestAttack46AutoApplyDuplicatePaths(t *testing.T) {
 	res := h.Apply(&AutoApplyQueues{Now: h.Tick(), Tree: "org", After: []QueueSetting{changed, old}})
 	h.Restored()
 	if _, refused := res.(*ApplyError); !refused {
-		if got := atkSettings(h.S)["org/t1"]; got != old {
+		if got := atkSettings(h.S)["org/t1"]; !got.Same(old) {
 			t.Errorf("after [weight 7, weight 4] for org/t1 the queue has %+v (version %+v): neither refused nor the last setting", got, res)
 		}
 	}
@@ -82,7 +82,7 @@ func TestAttack46AutoApplyDuplicatePaths(t *testing.T) {
 		}
 		first := h.S.QueueVersions("org")[0].Seq
 		h.Must(&RollbackQueues{Now: h.Tick(), Tree: "org", Seq: first})
-		if got := atkSettings(h.S); got["org/t1"] != start["org/t1"] {
+		if got := atkSettings(h.S); !got["org/t1"].Same(start["org/t1"]) {
 			t.Errorf("rollback left org/t1 at %+v, want %+v", got["org/t1"], start["org/t1"])
 		}
 	}

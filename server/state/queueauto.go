@@ -24,6 +24,15 @@ type QueueSetting struct {
 	Weight         int64
 	GuaranteeMilli int64
 	MaxRunningJobs int64
+	// HomeClusters: the clusters its new attempts go to (a rebalancing
+	// step's move; nil: any).
+	HomeClusters []string
+}
+
+// Same reports whether two settings are alike.
+func (a QueueSetting) Same(b QueueSetting) bool {
+	return a.Path == b.Path && a.Weight == b.Weight && a.GuaranteeMilli == b.GuaranteeMilli && a.MaxRunningJobs == b.MaxRunningJobs &&
+		slices.Equal(a.HomeClusters, b.HomeClusters)
 }
 
 // Kinds of QueueVersion.
@@ -115,6 +124,14 @@ func ValidateAutoApply(c *AutoApplyQueues) error {
 		if q.Weight < 1 || q.Weight > placement.MaxQueueWeight || q.GuaranteeMilli < 0 || q.GuaranteeMilli > placement.MaxQueueMilli || q.MaxRunningJobs < 0 {
 			return fmt.Errorf("queue %s: weight %d, guarantee %d millicores or max_running %d jobs out of bounds", q.Path, q.Weight, q.GuaranteeMilli, q.MaxRunningJobs)
 		}
+		if len(q.HomeClusters) > placement.MaxQueueAllowFrom {
+			return fmt.Errorf("queue %s: %d home clusters; at most %d", q.Path, len(q.HomeClusters), placement.MaxQueueAllowFrom)
+		}
+		for _, c := range q.HomeClusters {
+			if err := placement.ValidateName("queue "+q.Path+": home cluster", c); err != nil {
+				return err
+			}
+		}
 	}
 	if len(c.Note) > MaxVersionNote || len(c.By) > MaxAuditField {
 		return fmt.Errorf("a note of %d bytes or a name of %d; at most %d and %d", len(c.Note), len(c.By), MaxVersionNote, MaxAuditField)
@@ -124,7 +141,8 @@ func ValidateAutoApply(c *AutoApplyQueues) error {
 
 // settingOf is what a regeneration sets of q now.
 func settingOf(q *Queue) QueueSetting {
-	return QueueSetting{Path: q.Path, Weight: q.EffectiveWeight(), GuaranteeMilli: q.Guarantee.CPUMilli, MaxRunningJobs: q.Limits.MaxRunningJobs}
+	return QueueSetting{Path: q.Path, Weight: q.EffectiveWeight(), GuaranteeMilli: q.Guarantee.CPUMilli, MaxRunningJobs: q.Limits.MaxRunningJobs,
+		HomeClusters: slices.Clone(q.HomeClusters)}
 }
 
 // setQueues changes the queues to the settings, as one change: refused
@@ -140,13 +158,14 @@ func (s *placeBook) setQueues(settings []QueueSetting, now int64) (before, after
 		if old == nil {
 			return nil, nil, errorf(ErrNotFound, "queue %s does not exist", st.Path)
 		}
-		if settingOf(old) == st {
+		if settingOf(old).Same(st) {
 			continue
 		}
 		q := *old
 		q.Queue = cloneQueue(old.Queue)
 		q.Projects, q.AllowProjects = slices.Clone(old.Projects), slices.Clone(old.AllowProjects)
 		q.Weight, q.Guarantee.CPUMilli, q.Limits.MaxRunningJobs = st.Weight, st.GuaranteeMilli, st.MaxRunningJobs
+		q.HomeClusters = slices.Clone(st.HomeClusters)
 		next[st.Path] = &q
 		before, after = append(before, settingOf(old)), append(after, st)
 	}
@@ -220,7 +239,7 @@ func (s *State) applyAutoApplyQueues(c *AutoApplyQueues) any {
 		after = nil
 		var kept []string
 		for i, st := range c.After {
-			if q := s.queues[st.Path]; q != nil && settingOf(q) != c.Before[i] {
+			if q := s.queues[st.Path]; q != nil && !settingOf(q).Same(c.Before[i]) {
 				kept = append(kept, st.Path)
 				continue
 			}
@@ -232,7 +251,7 @@ func (s *State) applyAutoApplyQueues(c *AutoApplyQueues) any {
 	}
 	if c.DryRun {
 		for _, st := range after {
-			if q := s.queues[st.Path]; q != nil && settingOf(q) != st {
+			if q := s.queues[st.Path]; q != nil && !settingOf(q).Same(st) {
 				v.Before, v.After = append(v.Before, settingOf(q)), append(v.After, st)
 			}
 		}
@@ -314,8 +333,12 @@ func (s *State) auditVersion(v *QueueVersion) {
 	var words []string
 	for i, a := range v.After {
 		b := v.Before[i]
-		words = append(words, fmt.Sprintf("%s weight %d->%d guarantee %g->%g cores max_running %d->%d", a.Path, b.Weight, a.Weight,
-			float64(b.GuaranteeMilli)/1000, float64(a.GuaranteeMilli)/1000, b.MaxRunningJobs, a.MaxRunningJobs))
+		w := fmt.Sprintf("%s weight %d->%d guarantee %g->%g cores max_running %d->%d", a.Path, b.Weight, a.Weight,
+			float64(b.GuaranteeMilli)/1000, float64(a.GuaranteeMilli)/1000, b.MaxRunningJobs, a.MaxRunningJobs)
+		if !slices.Equal(a.HomeClusters, b.HomeClusters) {
+			w += fmt.Sprintf(" home_clusters [%s]->[%s]", strings.Join(b.HomeClusters, ","), strings.Join(a.HomeClusters, ","))
+		}
+		words = append(words, w)
 	}
 	s.applyAudit(&Audit{Entries: []AuditEntry{{Time: v.At, User: v.By, Method: "APPLY", Route: "queue " + v.Kind,
 		Path: v.Tree, Status: 200, Message: fmt.Sprintf("version %d: %s", v.Seq, strings.Join(words, "; "))}}})

@@ -2,6 +2,7 @@ package state
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -98,5 +99,36 @@ func TestAutoApplyAndRollback(t *testing.T) {
 	}
 	if strings.Join(audited, ",") != "root queue rollback,drover queue auto_apply,drover auto_apply queue auto_apply" {
 		t.Fatalf("audit %q", audited)
+	}
+}
+
+// TestAutoApplyMovesHomeClusters: a regeneration's rebalancing move sets
+// a leaf's home clusters with its other settings in one version, a
+// rollback puts the route back, and a setting equal but for its home
+// clusters is a change.
+func TestAutoApplyMovesHomeClusters(t *testing.T) {
+	h := newHarness(t)
+	h.Must(&SetQueue{Now: h.Tick(), Queue: Queue{Queue: placement.Queue{Path: "org"}, AutoApply: placement.AutoApply{EveryNs: 3600e9, Rebalance: true}}})
+	h.Must(&SetQueue{Now: h.Tick(), Queue: Queue{Queue: placement.Queue{Path: "org/tier3", HomeClusters: []string{"east"}}, Projects: []string{"default"}}})
+	h.MustFail(&SetQueue{Now: h.Tick(), Queue: Queue{Queue: placement.Queue{Path: "org"}, AutoApply: placement.AutoApply{EveryNs: 3600e9, HighPermille: 500, LowPermille: 600}}}, ErrInvalid)
+	before := []QueueSetting{{Path: "org", Weight: 1}, {Path: "org/tier3", Weight: 1, HomeClusters: []string{"east"}}}
+	after := []QueueSetting{{Path: "org", Weight: 1}, {Path: "org/tier3", Weight: 1, HomeClusters: []string{"west"}}}
+	v := h.Must(&AutoApplyQueues{Now: h.Tick(), Tree: "org", After: after, Before: before, Note: "moved org/tier3 from east to west"}).(*AutoApplyResult).Version
+	if !v.Applied || len(v.After) != 1 || !slices.Equal(v.After[0].HomeClusters, []string{"west"}) || !slices.Equal(v.Before[0].HomeClusters, []string{"east"}) {
+		t.Fatalf("version %+v", v)
+	}
+	home := func(s *State) []string {
+		q, _ := s.QueueByPath("org/tier3")
+		return q.HomeClusters
+	}
+	if got := home(h.S); !slices.Equal(got, []string{"west"}) {
+		t.Fatalf("tier 3 routed to %v, want west", got)
+	}
+	h.MustFail(&AutoApplyQueues{Now: h.Tick(), Tree: "org", After: []QueueSetting{{Path: "org/tier3", Weight: 1, HomeClusters: []string{"no such name!"}}}}, ErrInvalid)
+	h.Must(&RollbackQueues{Now: h.Tick(), Tree: "org", Seq: v.Seq})
+	for _, s := range []*State{h.S, h.Replay(), h.Restored()} {
+		if got := home(s); !slices.Equal(got, []string{"east"}) {
+			t.Fatalf("after the rollback tier 3 is routed to %v, want east", got)
+		}
 	}
 }

@@ -23,6 +23,8 @@ queue "genomics" {
     every      = "24h"
     max_change = 0.25
     keep       = 20
+    rebalance  = true
+    high       = 0.85
   }
 
   queue "gwas" {
