@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 )
 
@@ -40,68 +41,73 @@ type ClusterUse struct {
 	Dominant string
 }
 
-// ClusterReport is one cluster's capacity and use over the window.
+// ClusterReport is one cluster's capacity and use over the window. Span
+// is the time its capacity was recorded (seconds): its rates are its
+// hours over it.
 type ClusterReport struct {
 	Cluster  string
 	Capacity Hours
+	Span     int64
 	All      ClusterUse
 	Tiers    []ClusterUse
 	Queues   []ClusterUse
 }
 
-// ReportByCluster adds up samples by cluster, tier and leaf queue. The
-// order of the samples does not matter; clusters, tiers and queues come
-// by name.
+// ReportByCluster adds up samples by cluster, tier and leaf queue, in
+// integers (millicore-seconds, MiB-seconds), so the order of the samples
+// does not matter; clusters, tiers and queues come by name.
 func ReportByCluster(samples []ClusterSample) []ClusterReport {
+	type sums struct{ milli, mib int64 }
 	type acc struct {
-		capInst, capMilli, capMem float64 // × seconds
-		used                      map[string]*[2]float64
-		queues                    map[string]*[2]float64
+		span, inst int64 // seconds, instance-seconds
+		capa       sums
+		used       map[string]*sums
+		queues     map[string]*sums
 	}
 	byCluster := map[string]*acc{}
-	for _, s := range samples {
-		a := byCluster[s.Cluster]
-		if a == nil {
-			a = &acc{used: map[string]*[2]float64{}, queues: map[string]*[2]float64{}}
-			byCluster[s.Cluster] = a
+	add := func(m map[string]*sums, k string, s *ClusterSample) {
+		u := m[k]
+		if u == nil {
+			u = &sums{}
+			m[k] = u
 		}
-		sec := float64(s.Seconds)
-		if s.Queue == "" {
-			a.capInst += float64(s.Instances) * sec
-			a.capMilli += float64(s.CPUMilli) * sec
-			a.capMem += float64(s.Memory) * sec
+		u.milli += s.CPUMilli * s.Seconds
+		u.mib += s.Memory >> 20 * s.Seconds
+	}
+	for i := range samples {
+		s := &samples[i]
+		if s.Seconds <= 0 || s.CPUMilli < 0 || s.Memory < 0 || s.Instances < 0 {
 			continue
 		}
-		for _, key := range []string{"", TierOf(s.Queue)} {
-			u := a.used[key]
-			if u == nil {
-				u = &[2]float64{}
-				a.used[key] = u
-			}
-			u[0] += float64(s.CPUMilli) * sec
-			u[1] += float64(s.Memory) * sec
+		a := byCluster[s.Cluster]
+		if a == nil {
+			a = &acc{used: map[string]*sums{}, queues: map[string]*sums{}}
+			byCluster[s.Cluster] = a
 		}
-		q := a.queues[s.Queue]
-		if q == nil {
-			q = &[2]float64{}
-			a.queues[s.Queue] = q
+		if s.Queue == "" {
+			a.span += s.Seconds
+			a.inst += s.Instances * s.Seconds
+			a.capa.milli += s.CPUMilli * s.Seconds
+			a.capa.mib += s.Memory >> 20 * s.Seconds
+			continue
 		}
-		q[0] += float64(s.CPUMilli) * sec
-		q[1] += float64(s.Memory) * sec
+		add(a.used, "", s)
+		add(a.used, TierOf(s.Queue), s)
+		add(a.queues, s.Queue, s)
 	}
-	const gib = 1 << 30
 	out := []ClusterReport{}
 	for _, name := range slices.Sorted(maps.Keys(byCluster)) {
 		a := byCluster[name]
-		r := ClusterReport{Cluster: name, Capacity: Hours{Instance: a.capInst / 3600, Vcore: a.capMilli / 1000 / 3600, MemoryGiB: a.capMem / gib / 3600}}
-		use := func(n string, u *[2]float64) ClusterUse {
-			cu := ClusterUse{Name: n, Used: Hours{Vcore: u[0] / 1000 / 3600, MemoryGiB: u[1] / gib / 3600}, Dominant: "vcore"}
+		r := ClusterReport{Cluster: name, Span: a.span,
+			Capacity: Hours{Instance: float64(a.inst) / 3600, Vcore: float64(a.capa.milli) / 1000 / 3600, MemoryGiB: float64(a.capa.mib) / 1024 / 3600}}
+		use := func(n string, u *sums) ClusterUse {
+			cu := ClusterUse{Name: n, Used: Hours{Vcore: float64(u.milli) / 1000 / 3600, MemoryGiB: float64(u.mib) / 1024 / 3600}, Dominant: "vcore"}
 			var vr, mr float64
-			if a.capMilli > 0 {
-				vr = u[0] / a.capMilli
+			if a.capa.milli > 0 {
+				vr = float64(u.milli) / float64(a.capa.milli)
 			}
-			if a.capMem > 0 {
-				mr = u[1] / a.capMem
+			if a.capa.mib > 0 {
+				mr = float64(u.mib) / float64(a.capa.mib)
 			}
 			cu.Ratio = vr
 			if mr > vr {
@@ -144,14 +150,46 @@ type Move struct {
 // (lowest tier first among equals: a tier-3 queue moves before a tier-1
 // one), each only where the target stays at or below low after it, and
 // at most max moves. home gives the home clusters now (nil: any) of each
-// leaf queue that may move (a queue it does not name stays); a queue
-// routed to several clusters moves only its From. The answer is the same
-// whatever the order of the reports.
-func Rebalance(reports []ClusterReport, home map[string][]string, high, low float64, max int) []Move {
+// leaf queue that may move (a queue it does not name stays; one no longer
+// routed to a cluster does not move from it); a queue routed to several
+// clusters moves only its From. Only the clusters targets names receive
+// work (nil: any). A queue's share of a target is its rate in From (its
+// hours over From's span) against the target's capacity rate, by the
+// dominant resource, so clusters of other sizes, or recorded for part of
+// the window, compare as they run. The answer is the same whatever the
+// order of the reports.
+func Rebalance(reports []ClusterReport, home map[string][]string, targets map[string]bool, high, low float64, max int) []Move {
 	ratio := map[string]float64{}
 	capa := map[string]Hours{}
+	span := map[string]float64{}
 	for _, r := range reports {
-		ratio[r.Cluster], capa[r.Cluster] = r.All.Ratio, r.Capacity
+		ratio[r.Cluster], capa[r.Cluster], span[r.Cluster] = r.All.Ratio, r.Capacity, float64(r.Span)
+		// What a queue ran there before it was routed elsewhere is no
+		// load the cluster still has.
+		for _, q := range r.Queues {
+			if h, ok := home[q.Name]; ok && h != nil && !slices.Contains(h, r.Cluster) {
+				ratio[r.Cluster] -= q.Ratio
+			}
+		}
+	}
+	// share is a queue's use of from, at its rate there, as a share of
+	// to's capacity rate (by the dominant resource).
+	share := func(u ClusterUse, from, to string) float64 {
+		c, sf, st := capa[to], span[from], span[to]
+		if sf <= 0 || st <= 0 {
+			return math.Inf(1)
+		}
+		var out float64
+		for _, p := range [][2]float64{{u.Used.Vcore, c.Vcore}, {u.Used.MemoryGiB, c.MemoryGiB}} {
+			if p[0] <= 0 {
+				continue
+			}
+			if p[1] <= 0 {
+				return math.Inf(1)
+			}
+			out = math.Max(out, (p[0]/sf)/(p[1]/st))
+		}
+		return out
 	}
 	type cand struct {
 		queue, from string
@@ -163,7 +201,7 @@ func Rebalance(reports []ClusterReport, home map[string][]string, high, low floa
 			continue
 		}
 		for _, q := range r.Queues {
-			if _, ok := home[q.Name]; ok {
+			if h, ok := home[q.Name]; ok && (h == nil || slices.Contains(h, r.Cluster)) {
 				cands = append(cands, cand{q.Name, r.Cluster, q})
 			}
 		}
@@ -181,11 +219,10 @@ func Rebalance(reports []ClusterReport, home map[string][]string, high, low floa
 		var best string
 		var bestAfter float64
 		for _, to := range slices.Sorted(maps.Keys(ratio)) {
-			if to == c.from || capa[to].Instance <= 0 || ratio[to] >= low {
+			if to == c.from || (targets != nil && !targets[to]) || capa[to].Instance <= 0 || ratio[to] >= low {
 				continue
 			}
-			share := c.use.Used.Instance / capa[to].Instance
-			if after := ratio[to] + share; after <= low && (best == "" || after < bestAfter) {
+			if after := ratio[to] + share(c.use, c.from, to); after <= low && (best == "" || after < bestAfter) {
 				best, bestAfter = to, after
 			}
 		}

@@ -61,7 +61,7 @@ func TestReportByCluster(t *testing.T) {
 func TestRebalance(t *testing.T) {
 	reps := ReportByCluster(clusterFixture())
 	home := map[string][]string{"org/batch/tier3": {"east", "west"}, "org/prod/tier1": nil}
-	moves := Rebalance(reps, home, 0.8, 0.7, 10)
+	moves := Rebalance(reps, home, nil, 0.8, 0.7, 10)
 	if len(moves) != 1 {
 		t.Fatalf("moves %+v", moves)
 	}
@@ -70,13 +70,13 @@ func TestRebalance(t *testing.T) {
 		m.FromAfter != 0.5 || math.Abs(m.ToAfter-0.625) > 1e-9 || m.Reason == "" {
 		t.Fatalf("move %+v", m)
 	}
-	if moves := Rebalance(reps, home, 0.8, 0.3, 10); len(moves) != 0 {
+	if moves := Rebalance(reps, home, nil, 0.8, 0.3, 10); len(moves) != 0 {
 		t.Fatalf("with no room under 30%%: %+v", moves)
 	}
-	if moves := Rebalance(reps, home, 0.8, 0.7, 0); len(moves) != 0 {
+	if moves := Rebalance(reps, home, nil, 0.8, 0.7, 0); len(moves) != 0 {
 		t.Fatalf("at most 0 moves: %+v", moves)
 	}
-	if moves := Rebalance(reps, map[string][]string{"org/prod/tier1": nil}, 0.8, 0.7, 10); len(moves) != 0 {
+	if moves := Rebalance(reps, map[string][]string{"org/prod/tier1": nil}, nil, 0.8, 0.7, 10); len(moves) != 0 {
 		t.Fatalf("only tier 1 may move, and it fits nowhere: %+v", moves)
 	}
 }

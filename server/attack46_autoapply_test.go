@@ -225,7 +225,7 @@ func TestAttack46AutoApplyOverwritesAConcurrentChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	read := tc.srv.state.Queues() // what the loop read
-	cmd, err := apiview.Regenerate(ctx, read, st, "org", time.Now(), "drover auto_apply")
+	cmd, err := apiview.Regenerate(ctx, read, tc.srv.state.Clusters(), st, "org", time.Now(), "drover auto_apply")
 	if err != nil {
 		t.Fatal(err)
 	}

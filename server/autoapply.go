@@ -37,7 +37,7 @@ func (s *Server) autoApplyOnce(ctx context.Context, now time.Time) error {
 	}
 	var errs []error
 	for _, tree := range due {
-		cmd, err := apiview.Regenerate(ctx, queues, st, tree, now, "drover auto_apply")
+		cmd, err := apiview.Regenerate(ctx, queues, s.state.Clusters(), st, tree, now, "drover auto_apply")
 		if err == nil {
 			var res any
 			if res, err = s.raft.Apply(cmd); err == nil {

@@ -406,7 +406,7 @@ func (r *qrun) autoApply(ctx context.Context, now time.Time) error {
 		}
 	}
 	for _, tree := range apiview.DueTrees(r.st, queues, now) {
-		cmd, err := apiview.Regenerate(ctx, queues, r.history, tree, now, "drover auto_apply")
+		cmd, err := apiview.Regenerate(ctx, queues, r.st.Clusters(), r.history, tree, now, "drover auto_apply")
 		if err != nil {
 			return err
 		}

@@ -124,7 +124,7 @@ const DefaultRecommendPermille = 950
 // setting moved at most its max_change (placement.Bounded), a note of
 // Monarch's checks and of the queues kept for want of samples. The
 // leader's schedule, the endpoint and the simulator share it.
-func Regenerate(ctx context.Context, queues []state.QueueInfo, st history.Store, tree string, now time.Time, by string) (*state.AutoApplyQueues, error) {
+func Regenerate(ctx context.Context, queues []state.QueueInfo, clusters []state.ClusterInfo, st history.Store, tree string, now time.Time, by string) (*state.AutoApplyQueues, error) {
 	infos := TreeOf(queues, tree)
 	if len(infos) == 0 || infos[0].Path != tree {
 		return nil, fmt.Errorf("queue tree %q: %w", tree, ErrNoTree)
@@ -141,7 +141,7 @@ func Regenerate(ctx context.Context, queues []state.QueueInfo, st history.Store,
 	}
 	after, before, note := Regenerated(rec, auto.Step())
 	if auto.Rebalance {
-		note = joinNote(rebalanceStep(infos, usage, &auto, after, days), note)
+		note = joinNote(rebalanceStep(infos, clusters, usage, &auto, after, days), note)
 	}
 	return &state.AutoApplyQueues{Now: now.UnixNano(), Tree: tree, By: by, DryRun: auto.DryRun, After: after, Before: before, Note: note}, nil
 }
@@ -152,7 +152,7 @@ func Regenerate(ctx context.Context, queues []state.QueueInfo, st history.Store,
 // leaf's home clusters set in after. A move waits until the samples
 // span a quarter of the window at least, so that minutes of a burst do
 // not move a queue. It returns the moves' reasons.
-func rebalanceStep(infos []state.QueueInfo, usage []history.QueueSample, auto *placement.AutoApply, after []state.QueueSetting, days int64) string {
+func rebalanceStep(infos []state.QueueInfo, clusters []state.ClusterInfo, usage []history.QueueSample, auto *placement.AutoApply, after []state.QueueSetting, days int64) string {
 	var first, last int64
 	for _, u := range usage {
 		if !u.Whole() && u.Queue == "" {
@@ -165,14 +165,9 @@ func rebalanceStep(infos []state.QueueInfo, usage []history.QueueSample, auto *p
 	if span, need := last-first, days*24*3600/4; span < need {
 		return fmt.Sprintf("rebalance: %.1f hours of use by cluster recorded; moves wait for %.0f (a quarter of the window)", float64(span)/3600, float64(need)/3600)
 	}
-	home := map[string][]string{}
-	for _, q := range infos {
-		if q.Leaf {
-			home[q.Path] = q.HomeClusters
-		}
-	}
+	home := LeafHomes(infos)
 	high, low := auto.Marks()
-	moves := placement.Rebalance(placement.ReportByCluster(ClusterSamples(usage)), home, high, low, auto.MovesPerStep(len(home)))
+	moves := placement.Rebalance(placement.ReportByCluster(ClusterSamples(usage)), home, Targets(clusters), high, low, auto.MovesPerStep(len(home)))
 	var reasons []string
 	for _, m := range moves {
 		for i := range after {
@@ -183,6 +178,42 @@ func rebalanceStep(infos []state.QueueInfo, usage []history.QueueSample, auto *p
 		reasons = append(reasons, fmt.Sprintf("moved %s from %s to %s: %s", m.Queue, m.From, m.To, m.Reason))
 	}
 	return strings.Join(reasons, "; ")
+}
+
+// LeafHomes are the home clusters each leaf's new attempts go to: its
+// own, or its nearest parent's (nil: any), as the state routes them.
+func LeafHomes(queues []state.QueueInfo) map[string][]string {
+	byPath := map[string]*state.QueueInfo{}
+	for i := range queues {
+		byPath[queues[i].Path] = &queues[i]
+	}
+	out := map[string][]string{}
+	for _, q := range queues {
+		if !q.Leaf {
+			continue
+		}
+		var h []string
+		for p := q.Path; p != "" && h == nil; p = placement.ParentQueue(p) {
+			if a := byPath[p]; a != nil && len(a.HomeClusters) > 0 {
+				h = slices.Clone(a.HomeClusters)
+			}
+		}
+		out[q.Path] = h
+	}
+	return out
+}
+
+// Targets are the clusters a rebalance may send work to: declared and not
+// disabled (placement.Rebalance also wants capacity recorded in the
+// window).
+func Targets(clusters []state.ClusterInfo) map[string]bool {
+	out := map[string]bool{}
+	for _, c := range clusters {
+		if !c.Disabled {
+			out[c.Name] = true
+		}
+	}
+	return out
 }
 
 // joinNote joins two notes, cut to what a version keeps.

@@ -4,12 +4,15 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/placement"
@@ -296,7 +299,7 @@ func (s *placementHandlers) handleQueueAutoApply(w http.ResponseWriter, r *http.
 	if err != nil {
 		return nil, err
 	}
-	cmd, err := apiview.Regenerate(r.Context(), s.state.Queues(), st, req.Tree, time.Now(), userOf(r).Name)
+	cmd, err := apiview.Regenerate(r.Context(), s.state.Queues(), s.state.Clusters(), st, req.Tree, time.Now(), userOf(r).Name)
 	switch {
 	case errors.Is(err, apiview.ErrNoTree):
 		return nil, codedf(http.StatusNotFound, "%v; drover queue tree shows the queues", err)
@@ -356,9 +359,13 @@ const (
 func (s *placementHandlers) rebalance(ctx context.Context, req api.QueueRebalanceRequest) (api.QueueRebalance, []placement.Move, error) {
 	out := api.QueueRebalance{Days: cmp.Or(req.Days, defaultRebalanceDays), High: cmp.Or(req.High, defaultRebalanceHigh), Low: cmp.Or(req.Low, defaultRebalanceLow)}
 	maxMoves := cmp.Or(req.MaxMoves, defaultRebalanceMax)
+	most := 365
+	if keep := int(s.cfg.QueueUsageRetention / (24 * time.Hour)); s.cfg.QueueUsageRetention > 0 && keep < most {
+		most = keep
+	}
 	switch {
-	case out.Days < 1 || out.Days > 365:
-		return out, nil, codedf(http.StatusBadRequest, "days %d must be between 1 and 365", out.Days)
+	case out.Days < 1 || out.Days > most:
+		return out, nil, codedf(http.StatusBadRequest, "days %d must be between 1 and %d (the days of queue usage this server keeps, server setting queue_usage_retention)", out.Days, most)
 	case !(out.Low > 0 && out.Low < out.High && out.High <= 1):
 		return out, nil, codedf(http.StatusBadRequest, "high %g and low %g: want 0 < low < high <= 1 (usage/capacity ratios, e.g. 0.8 and 0.6)", out.High, out.Low)
 	case maxMoves < 1 || maxMoves > maxRebalanceMoves:
@@ -368,13 +375,8 @@ func (s *placementHandlers) rebalance(ctx context.Context, req api.QueueRebalanc
 	if err != nil {
 		return out, nil, err
 	}
-	home := map[string][]string{}
-	for _, q := range s.state.Queues() {
-		if q.Leaf {
-			home[q.Path] = q.HomeClusters
-		}
-	}
-	moves := placement.Rebalance(reps, home, out.High, out.Low, maxMoves)
+	home := apiview.LeafHomes(s.state.Queues())
+	moves := placement.Rebalance(reps, home, apiview.Targets(s.state.Clusters()), out.High, out.Low, maxMoves)
 	// Only leaves that still exist move (the window may name removed ones).
 	moves = slices.DeleteFunc(moves, func(m placement.Move) bool { _, ok := home[m.Queue]; return !ok })
 	out.Moves = apiview.QueueMoves(moves)
@@ -420,23 +422,54 @@ func (s *placementHandlers) handleApplyRebalance(w http.ResponseWriter, r *http.
 	if err != nil || len(moves) == 0 {
 		return out, err
 	}
-	cfg := &state.ApplyPlacement{Now: time.Now().UnixNano()}
+	// One entry a tree, each move a change of the leaf's home clusters
+	// from what they are now: a queue changed or removed since this read
+	// is left as it is (the entry's Before), and each is a version the
+	// tree keeps (drover queue history, rollback).
+	byTree := map[string]*state.AutoApplyQueues{}
+	now := time.Now().UnixNano()
 	for _, m := range moves {
 		q, ok := s.state.QueueByPath(m.Queue)
 		if !ok {
 			continue
 		}
-		q.Queue.HomeClusters = m.HomeClusters
-		cfg.Queues = append(cfg.Queues, q.Queue)
+		tree, _, _ := strings.Cut(m.Queue, placement.QueueSep)
+		cmd := byTree[tree]
+		if cmd == nil {
+			cmd = &state.AutoApplyQueues{Now: now, Tree: tree, By: userOf(r).Name, Rebalance: true}
+			byTree[tree] = cmd
+		}
+		before := state.QueueSetting{Path: q.Path, Weight: q.EffectiveWeight(), GuaranteeMilli: q.Guarantee.CPUMilli, MaxRunningJobs: q.Limits.MaxRunningJobs,
+			HomeClusters: slices.Clone(q.HomeClusters)}
+		after := before
+		after.HomeClusters = m.HomeClusters
+		cmd.Before, cmd.After = append(cmd.Before, before), append(cmd.After, after)
+		cmd.Note = joinReason(cmd.Note, fmt.Sprintf("moved %s from %s to %s: %s", m.Queue, m.From, m.To, m.Reason))
 	}
-	if _, err := s.apply(cfg); err != nil {
-		return nil, err
+	for _, tree := range slices.Sorted(maps.Keys(byTree)) {
+		if _, err := s.apply(byTree[tree]); err != nil {
+			return nil, err
+		}
 	}
 	out.Applied = true
 	for _, m := range moves {
 		s.log.Info("queue moved to another cluster", "queue", m.Queue, "from", m.From, "to", m.To, "by", userOf(r).Name, "reason", m.Reason)
 	}
 	return out, nil
+}
+
+// joinReason joins a version's notes, cut to what it keeps.
+func joinReason(a, b string) string {
+	if a != "" {
+		b = a + "; " + b
+	}
+	if len(b) > state.MaxVersionNote {
+		b = b[:state.MaxVersionNote]
+		for !utf8.ValidString(b) {
+			b = b[:len(b)-1]
+		}
+	}
+	return b
 }
 
 // handleQueueRollback puts back a tree's settings from before a version.

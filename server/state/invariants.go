@@ -255,6 +255,11 @@ func (s *placeBook) checkQueues() error {
 				return fmt.Errorf("queue %s uses %d bytes in cluster %s, recomputed %d", path, v, c, u.memByCluster[c])
 			}
 		}
+		for c, v := range u.byCluster {
+			if q.used.byCluster[c] != v || q.used.memByCluster[c] != u.memByCluster[c] {
+				return fmt.Errorf("queue %s uses %d millicores and %d bytes in cluster %s, recomputed %d and %d", path, q.used.byCluster[c], q.used.memByCluster[c], c, v, u.memByCluster[c])
+			}
+		}
 	}
 	return nil
 }

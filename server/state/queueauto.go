@@ -41,6 +41,9 @@ const (
 	VersionDryRun    = "dry_run"
 	VersionRefused   = "refused"
 	VersionRollback  = "rollback"
+	// VersionRebalance: moves made by hand (drover queue rebalance
+	// -apply), which leave the tree's schedule as it was.
+	VersionRebalance = "rebalance"
 )
 
 // QueueVersion is one regeneration of a tree's settings: applied (Kind
@@ -81,6 +84,9 @@ type AutoApplyQueues struct {
 	After  []QueueSetting
 	Note   string
 	Before []QueueSetting
+	// Rebalance: the entry is drover queue rebalance -apply's moves, not
+	// the tree's scheduled step (its last run stays as it was).
+	Rebalance bool
 }
 
 // RollbackQueues puts back the settings a tree had before version Seq:
@@ -137,6 +143,49 @@ func ValidateAutoApply(c *AutoApplyQueues) error {
 		return fmt.Errorf("a note of %d bytes or a name of %d; at most %d and %d", len(c.Note), len(c.By), MaxVersionNote, MaxAuditField)
 	}
 	return nil
+}
+
+// declared reports whether every cluster named is declared (a route to
+// a cluster removed since would leave the queue's jobs waiting for ever).
+func (s *placeBook) declared(clusters []string) bool {
+	for _, c := range clusters {
+		if s.clusters[c] == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// rebase applies the change from before to after onto now, setting by
+// setting; ok is false when a setting it changes is no longer what
+// before says.
+func rebase(now, before, after QueueSetting) (QueueSetting, bool) {
+	out := now
+	if after.Weight != before.Weight {
+		if now.Weight != before.Weight {
+			return now, false
+		}
+		out.Weight = after.Weight
+	}
+	if after.GuaranteeMilli != before.GuaranteeMilli {
+		if now.GuaranteeMilli != before.GuaranteeMilli {
+			return now, false
+		}
+		out.GuaranteeMilli = after.GuaranteeMilli
+	}
+	if after.MaxRunningJobs != before.MaxRunningJobs {
+		if now.MaxRunningJobs != before.MaxRunningJobs {
+			return now, false
+		}
+		out.MaxRunningJobs = after.MaxRunningJobs
+	}
+	if !slices.Equal(after.HomeClusters, before.HomeClusters) {
+		if !slices.Equal(now.HomeClusters, before.HomeClusters) {
+			return now, false
+		}
+		out.HomeClusters = slices.Clone(after.HomeClusters)
+	}
+	return out, true
 }
 
 // settingOf is what a regeneration sets of q now.
@@ -231,19 +280,32 @@ func (s *State) applyAutoApplyQueues(c *AutoApplyQueues) any {
 	if top == nil || strings.Contains(c.Tree, placement.QueueSep) {
 		return errorf(ErrNotFound, "queue tree %q does not exist (name a top queue)", c.Tree)
 	}
-	s.autoRuns[c.Tree] = c.Now
 	v := QueueVersion{Tree: c.Tree, At: c.Now, By: cmp.Or(c.By, "drover"), Note: c.Note, Kind: VersionAutoApply}
-	// A queue changed since the proposal was made keeps what it has now.
+	if c.Rebalance {
+		v.Kind = VersionRebalance
+	} else {
+		s.autoRuns[c.Tree] = c.Now
+	}
+	// Each setting the entry changes goes from what it had in Before to
+	// After on top of what the queue has now, unless that setting changed
+	// since the proposal was made (or the queue is gone): then the queue
+	// keeps what it has.
 	after := c.After
 	if len(c.Before) > 0 {
 		after = nil
 		var kept []string
 		for i, st := range c.After {
-			if q := s.queues[st.Path]; q != nil && !settingOf(q).Same(c.Before[i]) {
+			q := s.queues[st.Path]
+			if q == nil {
 				kept = append(kept, st.Path)
 				continue
 			}
-			after = append(after, st)
+			next, ok := rebase(settingOf(q), c.Before[i], st)
+			if !ok || !s.declared(next.HomeClusters) {
+				kept = append(kept, st.Path)
+				continue
+			}
+			after = append(after, next)
 		}
 		if len(kept) > 0 {
 			v.Note = cut(fmt.Sprintf("changed since the proposal, kept: %s; %s", strings.Join(kept, ", "), v.Note), MaxVersionNote)
@@ -282,8 +344,10 @@ func (s *State) applyRollbackQueues(c *RollbackQueues) any {
 	if s.queues[c.Tree] == nil || strings.Contains(c.Tree, placement.QueueSep) {
 		return errorf(ErrNotFound, "queue tree %q does not exist (name a top queue)", c.Tree)
 	}
-	// The earliest value each queue had before a version from Seq on:
-	// walking the versions newest first, each older one overwrites.
+	// Each setting a version from Seq on changed goes back to the value it
+	// had before the earliest of them: walking the versions newest first,
+	// each older one overwrites. A setting none of them changed keeps what
+	// it has now (a route moved since by hand stays where it was moved).
 	restore := map[string]QueueSetting{}
 	found := false
 	for i := len(s.queueVersions) - 1; i >= 0; i-- {
@@ -300,8 +364,32 @@ func (s *State) applyRollbackQueues(c *RollbackQueues) any {
 		if !v.Applied {
 			continue
 		}
-		for _, st := range v.Before {
-			restore[st.Path] = st
+		for j, b := range v.Before {
+			if j >= len(v.After) {
+				break
+			}
+			a := v.After[j]
+			r, ok := restore[b.Path]
+			if !ok {
+				q := s.queues[b.Path]
+				if q == nil {
+					continue // removed since: nothing to put back
+				}
+				r = settingOf(q)
+			}
+			if a.Weight != b.Weight {
+				r.Weight = b.Weight
+			}
+			if a.GuaranteeMilli != b.GuaranteeMilli {
+				r.GuaranteeMilli = b.GuaranteeMilli
+			}
+			if a.MaxRunningJobs != b.MaxRunningJobs {
+				r.MaxRunningJobs = b.MaxRunningJobs
+			}
+			if !slices.Equal(a.HomeClusters, b.HomeClusters) && s.declared(b.HomeClusters) {
+				r.HomeClusters = slices.Clone(b.HomeClusters) // a route to a cluster removed since stays as it is
+			}
+			restore[b.Path] = r
 		}
 	}
 	if !found {

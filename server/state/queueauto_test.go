@@ -108,6 +108,7 @@ func TestAutoApplyAndRollback(t *testing.T) {
 // clusters is a change.
 func TestAutoApplyMovesHomeClusters(t *testing.T) {
 	h := newHarness(t)
+	h.Must(&ApplyPlacement{Now: h.Tick(), Clusters: []Cluster{{Name: "east", Region: "r1"}, {Name: "west", Region: "r2"}}})
 	h.Must(&SetQueue{Now: h.Tick(), Queue: Queue{Queue: placement.Queue{Path: "org"}, AutoApply: placement.AutoApply{EveryNs: 3600e9, Rebalance: true}}})
 	h.Must(&SetQueue{Now: h.Tick(), Queue: Queue{Queue: placement.Queue{Path: "org/tier3", HomeClusters: []string{"east"}}, Projects: []string{"default"}}})
 	h.MustFail(&SetQueue{Now: h.Tick(), Queue: Queue{Queue: placement.Queue{Path: "org"}, AutoApply: placement.AutoApply{EveryNs: 3600e9, HighPermille: 500, LowPermille: 600}}}, ErrInvalid)
@@ -125,6 +126,12 @@ func TestAutoApplyMovesHomeClusters(t *testing.T) {
 		t.Fatalf("tier 3 routed to %v, want west", got)
 	}
 	h.MustFail(&AutoApplyQueues{Now: h.Tick(), Tree: "org", After: []QueueSetting{{Path: "org/tier3", Weight: 1, HomeClusters: []string{"no such name!"}}}}, ErrInvalid)
+	// A move to a cluster not declared is not made: the queue keeps its
+	// route (its jobs would wait for ever).
+	nowhere := []QueueSetting{{Path: "org/tier3", Weight: 1, HomeClusters: []string{"gone"}}}
+	if r := h.Must(&AutoApplyQueues{Now: h.Tick(), Tree: "org", After: nowhere, Before: after[1:]}).(*AutoApplyResult); r.Version.Applied {
+		t.Fatalf("moved to an undeclared cluster: %+v", r.Version)
+	}
 	h.Must(&RollbackQueues{Now: h.Tick(), Tree: "org", Seq: v.Seq})
 	for _, s := range []*State{h.S, h.Replay(), h.Restored()} {
 		if got := home(s); !slices.Equal(got, []string{"east"}) {
