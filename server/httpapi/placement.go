@@ -411,8 +411,8 @@ func (s *placementHandlers) handleProposeRebalance(w http.ResponseWriter, r *htt
 }
 
 // handleApplyRebalance makes the moves a rebalance proposes now: every
-// moved queue's home clusters, as one placement change (audited as the
-// request it is).
+// moved queue's home clusters, one AutoApplyQueues entry a tree (audited
+// as the request it is, and a version of the tree).
 func (s *placementHandlers) handleApplyRebalance(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req api.QueueRebalanceRequest
 	if err := decode(w, r, &req); err != nil {
