@@ -141,7 +141,7 @@ func Regenerate(ctx context.Context, queues []state.QueueInfo, clusters []state.
 	}
 	after, before, note := Regenerated(rec, auto.Step())
 	if auto.Rebalance {
-		note = joinNote(rebalanceStep(infos, clusters, usage, &auto, after, days), note)
+		note = JoinNote(rebalanceStep(infos, clusters, usage, &auto, after, days), note)
 	}
 	return &state.AutoApplyQueues{Now: now.UnixNano(), Tree: tree, By: by, DryRun: auto.DryRun, After: after, Before: before, Note: note}, nil
 }
@@ -216,8 +216,8 @@ func Targets(clusters []state.ClusterInfo) map[string]bool {
 	return out
 }
 
-// joinNote joins two notes, cut to what a version keeps.
-func joinNote(a, b string) string {
+// JoinNote joins two notes of a version, cut to what it keeps.
+func JoinNote(a, b string) string {
 	switch {
 	case a == "":
 		return b

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/drover-sched/drover/api"
 	"github.com/drover-sched/drover/placement"
@@ -179,10 +178,7 @@ func (s *placementHandlers) handlePutQueue(w http.ResponseWriter, r *http.Reques
 // leader deletes and reads a partial one as a quiet stretch; without
 // days, 30 (or as many as it keeps, when fewer).
 func (s *placementHandlers) usageDays(r *http.Request) (int, error) {
-	most := 365
-	if keep := int(s.cfg.QueueUsageRetention / (24 * time.Hour)); s.cfg.QueueUsageRetention > 0 && keep < most {
-		most = keep
-	}
+	most := s.maxUsageDays()
 	v := r.URL.Query().Get("days")
 	if v == "" {
 		return min(30, most), nil
@@ -196,6 +192,16 @@ func (s *placementHandlers) usageDays(r *http.Request) (int, error) {
 			d, most, s.cfg.QueueUsageRetention, most)
 	}
 	return d, nil
+}
+
+// maxUsageDays is the longest window of queue usage a report may read:
+// 365 days, or the whole days this server keeps when fewer.
+func (s *placementHandlers) maxUsageDays() int {
+	most := 365
+	if keep := int(s.cfg.QueueUsageRetention / (24 * time.Hour)); s.cfg.QueueUsageRetention > 0 && keep < most {
+		most = keep
+	}
+	return most
 }
 
 // handleRecommendQueues runs Monarch's percentile algorithm
@@ -359,10 +365,7 @@ const (
 func (s *placementHandlers) rebalance(ctx context.Context, req api.QueueRebalanceRequest) (api.QueueRebalance, []placement.Move, error) {
 	out := api.QueueRebalance{Days: cmp.Or(req.Days, defaultRebalanceDays), High: cmp.Or(req.High, defaultRebalanceHigh), Low: cmp.Or(req.Low, defaultRebalanceLow)}
 	maxMoves := cmp.Or(req.MaxMoves, defaultRebalanceMax)
-	most := 365
-	if keep := int(s.cfg.QueueUsageRetention / (24 * time.Hour)); s.cfg.QueueUsageRetention > 0 && keep < most {
-		most = keep
-	}
+	most := s.maxUsageDays()
 	switch {
 	case out.Days < 1 || out.Days > most:
 		return out, nil, codedf(http.StatusBadRequest, "days %d must be between 1 and %d (the days of queue usage this server keeps, server setting queue_usage_retention)", out.Days, most)
@@ -439,12 +442,11 @@ func (s *placementHandlers) handleApplyRebalance(w http.ResponseWriter, r *http.
 			cmd = &state.AutoApplyQueues{Now: now, Tree: tree, By: userOf(r).Name, Rebalance: true}
 			byTree[tree] = cmd
 		}
-		before := state.QueueSetting{Path: q.Path, Weight: q.EffectiveWeight(), GuaranteeMilli: q.Guarantee.CPUMilli, MaxRunningJobs: q.Limits.MaxRunningJobs,
-			HomeClusters: slices.Clone(q.HomeClusters)}
+		before := state.SettingOf(&q.Queue)
 		after := before
 		after.HomeClusters = m.HomeClusters
 		cmd.Before, cmd.After = append(cmd.Before, before), append(cmd.After, after)
-		cmd.Note = joinReason(cmd.Note, fmt.Sprintf("moved %s from %s to %s: %s", m.Queue, m.From, m.To, m.Reason))
+		cmd.Note = apiview.JoinNote(cmd.Note, fmt.Sprintf("moved %s from %s to %s: %s", m.Queue, m.From, m.To, m.Reason))
 	}
 	for _, tree := range slices.Sorted(maps.Keys(byTree)) {
 		if _, err := s.apply(byTree[tree]); err != nil {
@@ -456,20 +458,6 @@ func (s *placementHandlers) handleApplyRebalance(w http.ResponseWriter, r *http.
 		s.log.Info("queue moved to another cluster", "queue", m.Queue, "from", m.From, "to", m.To, "by", userOf(r).Name, "reason", m.Reason)
 	}
 	return out, nil
-}
-
-// joinReason joins a version's notes, cut to what it keeps.
-func joinReason(a, b string) string {
-	if a != "" {
-		b = a + "; " + b
-	}
-	if len(b) > state.MaxVersionNote {
-		b = b[:state.MaxVersionNote]
-		for !utf8.ValidString(b) {
-			b = b[:len(b)-1]
-		}
-	}
-	return b
 }
 
 // handleQueueRollback puts back a tree's settings from before a version.

@@ -16,7 +16,7 @@ import (
 func atkSettings(s *State) map[string]QueueSetting {
 	out := map[string]QueueSetting{}
 	for _, q := range s.Queues() {
-		out[q.Path] = settingOf(&q.Queue)
+		out[q.Path] = SettingOf(&q.Queue)
 	}
 	return out
 }

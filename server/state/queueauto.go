@@ -188,8 +188,8 @@ func rebase(now, before, after QueueSetting) (QueueSetting, bool) {
 	return out, true
 }
 
-// settingOf is what a regeneration sets of q now.
-func settingOf(q *Queue) QueueSetting {
+// SettingOf is what a regeneration sets of q now.
+func SettingOf(q *Queue) QueueSetting {
 	return QueueSetting{Path: q.Path, Weight: q.EffectiveWeight(), GuaranteeMilli: q.Guarantee.CPUMilli, MaxRunningJobs: q.Limits.MaxRunningJobs,
 		HomeClusters: slices.Clone(q.HomeClusters)}
 }
@@ -207,7 +207,7 @@ func (s *placeBook) setQueues(settings []QueueSetting, now int64) (before, after
 		if old == nil {
 			return nil, nil, errorf(ErrNotFound, "queue %s does not exist", st.Path)
 		}
-		if settingOf(old).Same(st) {
+		if SettingOf(old).Same(st) {
 			continue
 		}
 		q := *old
@@ -216,7 +216,7 @@ func (s *placeBook) setQueues(settings []QueueSetting, now int64) (before, after
 		q.Weight, q.Guarantee.CPUMilli, q.Limits.MaxRunningJobs = st.Weight, st.GuaranteeMilli, st.MaxRunningJobs
 		q.HomeClusters = slices.Clone(st.HomeClusters)
 		next[st.Path] = &q
-		before, after = append(before, settingOf(old)), append(after, st)
+		before, after = append(before, SettingOf(old)), append(after, st)
 	}
 	if len(after) == 0 {
 		return nil, nil, nil
@@ -300,7 +300,7 @@ func (s *State) applyAutoApplyQueues(c *AutoApplyQueues) any {
 				kept = append(kept, st.Path)
 				continue
 			}
-			next, ok := rebase(settingOf(q), c.Before[i], st)
+			next, ok := rebase(SettingOf(q), c.Before[i], st)
 			if !ok || !s.declared(next.HomeClusters) {
 				kept = append(kept, st.Path)
 				continue
@@ -313,8 +313,8 @@ func (s *State) applyAutoApplyQueues(c *AutoApplyQueues) any {
 	}
 	if c.DryRun {
 		for _, st := range after {
-			if q := s.queues[st.Path]; q != nil && !settingOf(q).Same(st) {
-				v.Before, v.After = append(v.Before, settingOf(q)), append(v.After, st)
+			if q := s.queues[st.Path]; q != nil && !SettingOf(q).Same(st) {
+				v.Before, v.After = append(v.Before, SettingOf(q)), append(v.After, st)
 			}
 		}
 		if len(v.After) == 0 {
@@ -375,7 +375,7 @@ func (s *State) applyRollbackQueues(c *RollbackQueues) any {
 				if q == nil {
 					continue // removed since: nothing to put back
 				}
-				r = settingOf(q)
+				r = SettingOf(q)
 			}
 			if a.Weight != b.Weight {
 				r.Weight = b.Weight

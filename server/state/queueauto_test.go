@@ -29,7 +29,7 @@ func TestAutoApplyAndRollback(t *testing.T) {
 	settings := func(s *State) map[string]QueueSetting {
 		out := map[string]QueueSetting{}
 		for _, q := range s.Queues() {
-			out[q.Path] = settingOf(&q.Queue)
+			out[q.Path] = SettingOf(&q.Queue)
 		}
 		return out
 	}
